@@ -1,0 +1,51 @@
+"""trie-judge: any causal language model as a fast, calibrated zero-shot classifier.
+
+>>> from judge import Classifier                                  # doctest: +SKIP
+>>> clf = Classifier(["positive", "negative"])                    # doctest: +SKIP
+>>> clf.predict(["I loved it"])                                   # doctest: +SKIP
+array(['positive'], dtype=object)
+
+Importing ``judge`` is light: torch and transformers load only when a model
+is first used; matplotlib only when plotting; ``datasets`` only online.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from judge._errors import LabelError, NotCalibratedError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cascade",
+    "Classifier",
+    "LabelError",
+    "NotCalibratedError",
+    "TrieAutomaton",
+    "Vocabulary",
+    "TrieLogitsProcessor",
+    "calibration",
+    "datasets",
+    "__version__",
+]
+
+_LAZY = {
+    "Classifier": "judge.classifier",
+    "Cascade": "judge.cascade",
+    "TrieAutomaton": "judge.trie",
+    "Vocabulary": "judge.vocab",
+    "TrieLogitsProcessor": "judge.processor",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in ("calibration", "datasets"):
+        return importlib.import_module(f"judge.{name}")
+    raise AttributeError(f"module 'judge' has no attribute {name!r}; public names are {__all__}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,286 @@
+"""Token automaton: equal to brute-force references on real and hand-built vocabularies."""
+
+from __future__ import annotations
+
+import pickle
+import random
+import unicodedata
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from judge import _kernels as K
+from judge._errors import LabelError
+from judge.trie import ByteTrie, TrieAutomaton
+from judge.vocab import Vocabulary
+
+from .conftest import TOKENIZERS, load_vocab
+
+rng = random.Random(1234)
+_WORDS = "get set list user profile account order payment invoice search send email file report".split()
+
+
+def _tool_names(k, seed=0):
+    r = random.Random(seed)
+    out = set()
+    while len(out) < k:
+        out.add("_".join(r.choice(_WORDS) for _ in range(r.randint(2, 4))))
+    return sorted(out)
+
+
+def _icd_codes(k, seed=0):
+    r = random.Random(seed)
+    out = set()
+    while len(out) < k:
+        code = f"{r.choice('ABCDEFGHIJKLMNOPQRSTUVWXYZ')}{r.randint(0, 99):02d}"
+        if r.random() < 0.7:
+            code += f".{r.randint(0, 99)}"
+        out.add(code)
+    return sorted(out)
+
+
+FAMILIES = {
+    "tools": _tool_names(40),
+    "icd": _icd_codes(40),
+    "phrases": ["card arrival", "card linking", "exchange rate", "exchange via app", "top up failed",
+                "Top up reverted", "pin blocked", "lost or stolen card"],
+    "prefixes": ["a", "ab", "abc", "book", "booking", "booking_fee", "b", "bo"],
+    "unicode": ["café", "naïve", "日本語", "日本", "中文标签", "😀 happy", "emoji 🎉🎉", "Ελληνικά", "a\u0301"],
+    "single": ["only"],
+}
+
+
+def _naive_allowed(vocab, labels_b, prefix):
+    """Every token whose bytes extend ``prefix`` to a prefix of some label (+ end tokens)."""
+    prefixes = {lab[:i] for lab in labels_b for i in range(1, len(lab) + 1)}
+    out = [t for t, b in enumerate(vocab.token_bytes) if b and prefix + b in prefixes]
+    if prefix in set(labels_b):
+        out += list(vocab.end_token_ids)
+    return sorted(out)
+
+
+def _random_walk_checks(auto, vocab, labels, walks, seed):
+    r = random.Random(seed)
+    labels_b = [lab.encode() for lab in labels]
+    checked = 0
+    seen = set()
+    for _ in range(walks):
+        node, prefix = auto.root, b""
+        while not auto.is_accepting(node):
+            allowed = auto.allowed(node).tolist()
+            if node not in seen:
+                seen.add(node)
+                assert allowed == _naive_allowed(vocab, labels_b, prefix), (labels, prefix)
+                checked += 1
+            tok = r.choice(allowed)
+            nxt = auto.next(node, tok)
+            assert nxt >= 0
+            if tok in vocab.end_token_ids:
+                assert auto.label_at(nxt) == labels_b.index(prefix)
+            else:
+                prefix += vocab.token_bytes[tok]
+            node = nxt
+    return checked
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_allowed_equals_naive_walk(name, family):
+    vocab = load_vocab(name)
+    labels = FAMILIES[family]
+    auto = TrieAutomaton.build(labels, vocab)
+    checked = _random_walk_checks(auto, vocab, labels, walks=6, seed=hash((name, family)) % 1000)
+    assert checked >= 3
+
+
+def test_canonical_tokenization_is_admitted():
+    from .conftest import load_tokenizer
+
+    for name in TOKENIZERS:
+        tok, vocab = load_tokenizer(name), load_vocab(name)
+        labels = FAMILIES["phrases"] + FAMILIES["unicode"]
+        auto = TrieAutomaton.build(labels, vocab)
+        for i, lab in enumerate(labels):
+            ids = tok.encode("x" + lab, add_special_tokens=False)
+            # take the tokens after "x" when the boundary does not merge
+            head = tok.encode("x", add_special_tokens=False)
+            if ids[: len(head)] != head:
+                continue
+            ids = ids[len(head):]
+            if b"".join(vocab.token_bytes[t] for t in ids) != lab.encode():
+                # the tokenizer normalizes (Qwen: NFC turns "a" + U+0301 into "á")
+                assert unicodedata.normalize("NFC", lab) != lab, (name, lab)
+                continue
+            node = auto.root
+            for t in ids:
+                node = auto.next(node, t)
+                assert node >= 0, (name, lab)
+            assert auto.label_at(auto.next(node, vocab.end_token_ids[0])) == i
+
+
+# --- exhaustive language equality on hand-built vocabularies ----------------
+
+def _tokenizations(label: bytes, vocab: Vocabulary):
+    if not label:
+        return [()]
+    out = []
+    for t, b in enumerate(vocab.token_bytes):
+        if b and label.startswith(b):
+            out += [(t,) + rest for rest in _tokenizations(label[len(b):], vocab)]
+    return out
+
+
+def _accepted(auto):
+    out = []
+
+    def walk(node, seq):
+        if auto.is_accepting(node):
+            out.append((tuple(seq), auto.label_at(node)))
+            return
+        for t in auto.allowed(node).tolist():
+            walk(auto.next(node, t), seq + [t])
+
+    walk(auto.root, [])
+    return sorted(out)
+
+
+def _expected(labels, vocab):
+    out = []
+    for i, lab in enumerate(labels):
+        for seq in _tokenizations(lab.encode(), vocab):
+            for e in vocab.end_token_ids:
+                out.append((seq + (e,), i))
+    return sorted(out)
+
+
+def test_language_is_exactly_the_tokenizations():
+    vocab = Vocabulary.from_token_bytes(
+        [b"a", b"b", b"c", b"ab", b"bc", b"abc", b"ca", b"", b""], end_token_ids=[7, 8])
+    labels = ["abc", "ab", "ca", "b", "cab"]
+    auto = TrieAutomaton.build(labels, vocab)
+    assert _accepted(auto) == _expected(labels, vocab)
+
+
+def test_dead_ends_are_pruned():
+    # "b" alone is not a token, so "a" at the root would strand the walk in "abc".
+    vocab = Vocabulary.from_token_bytes([b"a", b"ab", b"c", b"bc", b""], end_token_ids=[4])
+    auto = TrieAutomaton.build(["abc"], vocab)
+    assert _accepted(auto) == _expected(["abc"], vocab)
+    vocab2 = Vocabulary.from_token_bytes([b"a", b"c", b"ab", b""], end_token_ids=[3])
+    assert _accepted(TrieAutomaton.build(["abc"], vocab2)) == [((2, 1, 3), 0)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    labels=st.lists(st.text(alphabet="abc", min_size=1, max_size=5), min_size=1, max_size=6, unique=True),
+    tokens=st.lists(st.text(alphabet="abc", min_size=1, max_size=3), min_size=1, max_size=10, unique=True),
+)
+def test_hypothesis_language(labels, tokens):
+    vocab = Vocabulary.from_token_bytes([t.encode() for t in tokens] + [b""], end_token_ids=[len(tokens)])
+    expected = _expected(labels, vocab)
+    spellable = {i for _, i in expected}
+    if len(spellable) < len(labels):
+        with pytest.raises(LabelError, match="cannot be spelled"):
+            TrieAutomaton.build(labels, vocab)
+        return
+    auto = TrieAutomaton.build(labels, vocab)
+    assert _accepted(auto) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=12).filter(lambda s: s.strip()), min_size=1, max_size=12, unique=True))
+def test_hypothesis_real_tokenizer(labels):
+    vocab = load_vocab("qwen3")
+    auto = TrieAutomaton.build(labels, vocab)
+    _random_walk_checks(auto, vocab, labels, walks=2, seed=0)
+
+
+# --- bitmask, kernels, errors, pickling --------------------------------------
+
+def test_fill_bitmask_matches_allowed():
+    vocab = load_vocab("llama3")
+    auto = TrieAutomaton.build(FAMILIES["tools"], vocab)
+    nodes = np.array([0, 1, 5, auto.n_nodes - 1, auto.n_nodes])  # last one: accepting state
+    words = (vocab.size + 31) // 32
+    bm = np.full((len(nodes), words + 2), -1, np.int32)  # wider than needed, dirty
+    auto.fill_bitmask(nodes, bm)
+    bits = np.unpackbits(bm.view(np.uint8), bitorder="little").reshape(len(nodes), -1)
+    for r, n in enumerate(nodes):
+        assert np.flatnonzero(bits[r]).tolist() == auto.allowed(int(n)).tolist()
+    torch = pytest.importorskip("torch")
+    tm = torch.zeros((1, words), dtype=torch.int32)
+    auto.fill_bitmask([0], tm)
+    assert (tm.numpy() == bm[:1, :words]).all()
+
+
+def test_compiled_kernels_equal_python():
+    vocab = load_vocab("gpt2")
+    labels = FAMILIES["tools"] + FAMILIES["phrases"]
+    auto = TrieAutomaton.build(labels, vocab)
+    if not K.HAVE_NUMBA:
+        pytest.skip("numba not installed: the kernels already run as Python")
+    lt = ByteTrie.from_strings([lab.encode() for lab in labels])
+    vt = vocab.byte_trie()
+    node_label = np.asarray(auto.node_label)
+    args = (lt.child_indptr, lt.child_nodes, lt.byte_in, node_label, vt.child_indptr, vt.child_bytes,
+            vt.child_nodes, vt.end_indptr, vt.end_ids, np.asarray(vocab.end_token_ids, np.int32))
+    py = K.intersect.py_func(*args)
+    for a, b in zip(py, (auto.indptr, auto.token_ids, auto.next_nodes)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_pickle_and_immutability():
+    auto = TrieAutomaton.build(FAMILIES["prefixes"], load_vocab("gpt2"))
+    again = pickle.loads(pickle.dumps(auto))
+    assert again.labels == auto.labels and again.n_nodes == auto.n_nodes
+    np.testing.assert_array_equal(again.token_ids, auto.token_ids)
+    with pytest.raises(AttributeError, match="TrieAutomaton is immutable"):
+        auto.labels = ("x",)
+    with pytest.raises(ValueError, match="read-only"):
+        auto.token_ids[0] = 1
+    assert auto.memory_bytes > 0
+
+
+def test_label_at_and_errors():
+    vocab = load_vocab("gpt2")
+    auto = TrieAutomaton.build(["book", "booking"], vocab)
+    n = auto.root
+    for t in vocab_encode(vocab, b"book"):
+        n = auto.next(n, t)
+    assert auto.label_at(n) == 0 and not auto.is_accepting(n)
+    assert auto.next(auto.root, 0) == -1
+    with pytest.raises(IndexError, match=r"Invalid automaton state 999999"):
+        auto.allowed(999999)
+    with pytest.raises(TypeError, match=r"Invalid bitmask: expected a 2-D int32 array"):
+        auto.fill_bitmask([0], np.zeros((1, 10), np.int64))
+    with pytest.raises(ValueError, match=r"too small for 1 nodes"):
+        auto.fill_bitmask([0], np.zeros((1, 10), np.int32))
+
+
+def vocab_encode(vocab, text: bytes):
+    """Greedy single-byte spelling (every byte-level vocabulary has all 256 bytes)."""
+    single = {b: t for t, b in enumerate(vocab.token_bytes) if len(b) == 1}
+    return [single[bytes([c])] for c in text]
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        ([], r"The label list is empty"),
+        (["a", "a"], r"Duplicate label 'a' at positions 0 and 1"),
+        (["a", "  "], r"Label 1 is empty or only whitespace"),
+        (["a", 3], r"Label 1 is a int \(3\), not a str"),
+        ("abc", r"labels must be a sequence of strings, got a single str"),
+    ],
+)
+def test_bad_labels(labels, message):
+    with pytest.raises(LabelError, match=message):
+        TrieAutomaton.build(labels, load_vocab("gpt2"))
+
+
+def test_unspellable_label():
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b""], end_token_ids=[2])
+    with pytest.raises(LabelError, match=r"1 label\(s\) cannot be spelled .* e.g. \['ac'\]"):
+        TrieAutomaton.build(["ab", "ac"], vocab)
