@@ -141,6 +141,8 @@ class Classifier:
         self.end_token = end_token
         self.progress = progress
         self._ready = False
+        self.bias_ = self.temperature_ = self.threshold_ = None
+        self._calib_proba = self._calib_y = None
         label_names_for(self.labels, label_names)  # fail early on colliding names
 
     # ------------------------------------------------------------------ setup
@@ -463,6 +465,254 @@ class Classifier:
             out = out.copy()
             out[proba.max(axis=1) < self.threshold_] = None
         return out
+
+    # ------------------------------------------------------------ calibration
+    def _label_indices(self, y) -> np.ndarray:
+        if isinstance(y, (str, bytes)):
+            raise TypeError(f"y must be a sequence of labels, got a single {type(y).__name__}; wrap it in a list.")
+        pos = {lab: i for i, lab in enumerate(self.labels)}
+        y = list(y)
+        bad = sorted({str(v) for v in y if v not in pos})
+        if bad:
+            raise ValueError(
+                f"{len(bad)} value(s) in y are not labels of this classifier, e.g. {bad[:5]}; "
+                f"valid labels are classes_ (e.g. {self.labels[:5]}).")
+        return np.asarray([pos[v] for v in y], np.int64)
+
+    def calibrate(self, texts, y, *, bias="auto", temperature=True, target_accuracy=None,
+                  coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]")):
+        """Fit label-bias correction, temperature and (optionally) an abstention threshold.
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+            Held-out texts (a validation split, never the test set).
+        y : sequence of labels, length n
+            Their true labels, values from ``classes_``.
+        bias : {"auto", "contextual", "batch", None}
+            ``contextual``: divide out the label distribution the model gives
+            content-free inputs (``content_free``); ``batch``: divide out the
+            mean distribution over ``texts``; ``auto``: contextual, except
+            none for the ``decode`` path (whose top-k scores leave most labels
+            at -inf).
+        temperature : bool
+            Fit one temperature by minimizing NLL on ``texts``.
+        target_accuracy : float, optional
+            Fit ``threshold_``: the lowest confidence whose selected rows reach
+            this accuracy with a Clopper-Pearson lower bound at ``confidence``.
+        coverage : float, optional
+            Fit ``threshold_`` so about this fraction of rows is kept.
+        content_free : sequence of str
+            Inputs for contextual calibration.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> clf.calibrate(val.texts, val.labels, target_accuracy=0.9)     # doctest: +SKIP
+        >>> clf.predict(test.texts, abstain=True)                        # doctest: +SKIP
+        """
+        from judge.calibration import (
+            TemperatureScaler,
+            batch_bias,
+            contextual_bias,
+            expected_calibration_error,
+            negative_log_likelihood,
+            select_threshold,
+        )
+
+        texts = _check_texts(texts)
+        yi = self._label_indices(y)
+        if len(yi) != len(texts):
+            raise ValueError(f"texts and y differ in length ({len(texts)} vs {len(yi)}); pass one label per text.")
+        if len(texts) < 2:
+            raise ValueError(f"calibrate needs at least 2 labelled texts, got {len(texts)}.")
+        if bias not in ("auto", "contextual", "batch", None, "none"):
+            raise ValueError(f"Unknown bias {bias!r}; valid values are 'auto', 'contextual', 'batch', None.")
+        if target_accuracy is not None and coverage is not None:
+            raise ValueError("Pass at most one of target_accuracy and coverage.")
+        scores = self.decision_function(texts)
+        self._setup()
+        if bias == "auto":
+            bias = None if self.method_ == "decode" else "contextual"
+        b = None
+        if bias == "contextual":
+            cf = list(content_free)
+            b = contextual_bias(self._score(self._suffix_ids(cf)) if self.method_ != "decode"
+                                else self._decode_scores(self._suffix_ids(cf)))
+        elif bias == "batch":
+            b = batch_bias(scores)
+        if b is not None:
+            finite = np.isfinite(b)
+            b = np.where(finite, b, b[finite].mean() if finite.any() else 0.0)
+        self.bias_ = b
+        self.temperature_ = None
+        raw = _softmax(scores)
+        shifted = scores - (b[None, :] if b is not None else 0.0)
+        if temperature:
+            self.temperature_ = float(TemperatureScaler().fit(shifted, yi).temperature_)
+        proba = self._proba_from_scores(scores)
+        self.threshold_ = None
+        if target_accuracy is not None or coverage is not None:
+            self.threshold_ = float(select_threshold(yi, proba, target_accuracy=target_accuracy,
+                                                     coverage=coverage, confidence=confidence))
+        self._calib_proba, self._calib_y = proba, yi
+        self.calibration_report_ = {
+            "n": int(len(yi)),
+            "bias": bias,
+            "temperature": self.temperature_,
+            "threshold": self.threshold_,
+            "accuracy_raw": float((raw.argmax(1) == yi).mean()),
+            "accuracy": float((proba.argmax(1) == yi).mean()),
+            "ece_raw": float(expected_calibration_error(yi, raw)),
+            "ece": float(expected_calibration_error(yi, proba)),
+            "nll_raw": float(negative_log_likelihood(yi, raw)),
+            "nll": float(negative_log_likelihood(yi, proba)),
+        }
+        return self
+
+    @property
+    def is_calibrated(self) -> bool:
+        """True once :meth:`calibrate` has run."""
+        return getattr(self, "_calib_y", None) is not None
+
+    def predict_set(self, texts, *, alpha=0.1, method="lac") -> list[list]:
+        """Conformal prediction sets: per text, the labels that cover the truth with probability >= 1 - alpha.
+
+        Uses the calibration texts given to :meth:`calibrate` (split conformal,
+        finite-sample quantile).
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+        alpha : float in (0, 1)
+        method : {"lac", "aps"}
+
+        Returns
+        -------
+        list of n lists of labels
+
+        Examples
+        --------
+        >>> clf.predict_set(["card still not here"], alpha=0.1)     # doctest: +SKIP
+        [['card_arrival', 'card_delivery_estimate']]
+        """
+        from judge.calibration import ConformalPredictor
+
+        if not self.is_calibrated:
+            raise NotCalibratedError("This Classifier is not calibrated: call calibrate(texts, y) before predict_set().")
+        cp = ConformalPredictor(method=method, alpha=alpha, non_empty=True).fit(self._calib_y, self._calib_proba)
+        member = cp.predict_set(self.predict_proba(texts))
+        return [[self.labels[k] for k in np.flatnonzero(row)] for row in member]
+
+    # ------------------------------------------------------------ persistence
+    def save(self, directory) -> Path:
+        """Save labels, prompt, method, model reference and fitted calibration (JSON + safetensors).
+
+        The model itself is not saved: a hub id, folder or the packaged alias
+        is recorded and loaded again by :meth:`load`.
+
+        Returns
+        -------
+        pathlib.Path
+            The directory.
+
+        Examples
+        --------
+        >>> clf.save("my_classifier")                  # doctest: +SKIP
+        >>> Classifier.load("my_classifier").predict(["hi"])   # doctest: +SKIP
+        """
+        from dataclasses import asdict
+
+        from safetensors.numpy import save_file
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        model_ref = self.model
+        if model_ref is not None and not isinstance(model_ref, (str, Path)):
+            model_ref = getattr(getattr(model_ref, "config", None), "name_or_path", None) or None
+            warnings.warn(
+                f"The classifier holds a model object; its reference {model_ref!r} is saved instead, "
+                f"so pass model=... to Classifier.load if it cannot be loaded from there.", stacklevel=2)
+        prompt = self.prompt
+        if isinstance(prompt, PromptTemplate):
+            prompt = {"template": asdict(prompt)}
+        label_names = self.label_names
+        if isinstance(label_names, dict):
+            label_names = {"mapping": label_names}
+        config = {
+            "format": "trie-judge-classifier", "version": _FORMAT_VERSION,
+            "labels": self.labels, "model": None if model_ref is None else str(model_ref),
+            "method": self.method, "prompt": prompt, "label_names": label_names,
+            "batch_size": self.batch_size, "think": self.think, "think_tokens": self.think_tokens,
+            "top_k": self.top_k, "decode_above": self.decode_above, "end_token": self.end_token,
+            "calibration": None,
+        }
+        if self.is_calibrated:
+            config["calibration"] = {
+                "temperature": self.temperature_, "threshold": self.threshold_,
+                "report": self.calibration_report_,
+            }
+            arrays = {"calib_proba": np.ascontiguousarray(self._calib_proba, np.float64),
+                      "calib_y": np.ascontiguousarray(self._calib_y, np.int64)}
+            if self.bias_ is not None:
+                arrays["bias"] = np.ascontiguousarray(self.bias_, np.float64)
+            save_file(arrays, str(d / "calibration.safetensors"))
+        tmp = d / "classifier.json.tmp"
+        tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False))
+        tmp.replace(d / "classifier.json")
+        return d
+
+    @classmethod
+    def load(cls, directory, *, model=None, tokenizer=None, device=None) -> Classifier:
+        """Load a classifier saved by :meth:`save` (no pickle: JSON and safetensors only).
+
+        Parameters
+        ----------
+        directory : str or Path
+        model, tokenizer : optional
+            Override the saved model reference (e.g. an already loaded model).
+
+        Examples
+        --------
+        >>> Classifier.load("my_classifier")           # doctest: +SKIP
+        """
+        from safetensors.numpy import load_file
+
+        d = Path(directory)
+        path = d / "classifier.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist; pass the directory given to Classifier.save().")
+        try:
+            cfg = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON ({err}); was it written by Classifier.save()?") from None
+        if cfg.get("format") != "trie-judge-classifier" or cfg.get("version") != _FORMAT_VERSION:
+            raise ValueError(
+                f"{path} is not a trie-judge classifier of format version {_FORMAT_VERSION} "
+                f"(format={cfg.get('format')!r}, version={cfg.get('version')!r}).")
+        prompt = cfg["prompt"]
+        if isinstance(prompt, dict):
+            prompt = PromptTemplate(**prompt["template"])
+        label_names = cfg["label_names"]
+        if isinstance(label_names, dict):
+            label_names = label_names["mapping"]
+        clf = cls(cfg["labels"], model if model is not None else cfg["model"], tokenizer=tokenizer,
+                  method=cfg["method"], prompt=prompt, label_names=label_names,
+                  batch_size=cfg["batch_size"], device=device, think=cfg["think"],
+                  think_tokens=cfg["think_tokens"], top_k=cfg["top_k"], decode_above=cfg["decode_above"],
+                  end_token=cfg["end_token"])
+        cal = cfg.get("calibration")
+        if cal:
+            arrays = load_file(str(d / "calibration.safetensors"))
+            clf.bias_ = arrays.get("bias")
+            clf.temperature_ = cal["temperature"]
+            clf.threshold_ = cal["threshold"]
+            clf.calibration_report_ = cal["report"]
+            clf._calib_proba, clf._calib_y = arrays["calib_proba"], arrays["calib_y"]
+        return clf
 
     def __repr__(self):
         model = self.model if self.model is not None else "smollm2-135m-instruct"
