@@ -534,14 +534,31 @@ class Classifier:
         if target_accuracy is not None and coverage is not None:
             raise ValueError("Pass at most one of target_accuracy and coverage.")
         scores = self.decision_function(texts)
+        return self._fit_calibration(scores, yi, bias=bias, temperature=temperature,
+                                     target_accuracy=target_accuracy, coverage=coverage,
+                                     confidence=confidence, content_free=content_free)
+
+    def _fit_calibration(self, scores, yi, *, bias="auto", temperature=True, target_accuracy=None,
+                         coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]")):
+        """Fit calibration on already computed ``decision_function`` scores (n, K) and label indices (n,)."""
+        from judge.calibration import (
+            TemperatureScaler,
+            batch_bias,
+            contextual_bias,
+            expected_calibration_error,
+            negative_log_likelihood,
+            select_threshold,
+        )
+
         self._setup()
         if bias == "auto":
             bias = None if self.method_ == "decode" else "contextual"
+        if bias == "none":
+            bias = None
         b = None
         if bias == "contextual":
-            cf = list(content_free)
-            b = contextual_bias(self._score(self._suffix_ids(cf)) if self.method_ != "decode"
-                                else self._decode_scores(self._suffix_ids(cf)))
+            cf = self._suffix_ids(list(content_free))
+            b = contextual_bias(self._score(cf) if self.method_ != "decode" else self._decode_scores(cf))
         elif bias == "batch":
             b = batch_bias(scores)
         if b is not None:

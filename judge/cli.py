@@ -1,0 +1,404 @@
+"""The ``judge`` command: ``predict``, ``evaluate`` and ``bench``.
+
+``judge predict`` classifies texts from a file or stdin and writes JSONL;
+``judge evaluate`` runs a dataset end to end (calibration included) and
+writes ``metrics.json``, ``predictions.csv`` and plots; ``judge bench``
+times the trie automaton on a tokenizer. Run ``judge COMMAND --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["main"]
+
+
+# ----------------------------------------------------------------- helpers
+def _read_labels(spec: str) -> list[str]:
+    p = Path(spec)
+    if p.exists():
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".json":
+            labels = json.loads(text)
+        else:
+            labels = [line.strip() for line in text.splitlines() if line.strip()]
+    else:
+        labels = [s.strip() for s in spec.split(",") if s.strip()]
+    if not labels:
+        raise SystemExit(f"judge: --labels {spec!r} gave no labels; pass a file (one per line, or JSON list) or a,b,c.")
+    return labels
+
+
+def _read_texts(source, column: str, fmt: str | None) -> list[str]:
+    name = getattr(source, "name", "")
+    raw = source.read()
+    fmt = fmt or ("jsonl" if str(name).endswith((".jsonl", ".ndjson")) else
+                  "csv" if str(name).endswith(".csv") else "lines")
+    if fmt == "lines":
+        return [line for line in raw.splitlines() if line.strip()]
+    if fmt == "csv":
+        rows = list(csv.DictReader(io.StringIO(raw)))
+        if rows and column not in rows[0]:
+            raise SystemExit(f"judge: the CSV has no column {column!r} (columns: {list(rows[0])}); pass --column NAME.")
+        return [r[column] for r in rows]
+    if fmt == "jsonl":
+        out = []
+        for i, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise SystemExit(f"judge: line {i} of the input is not JSON ({err}).") from None
+            if isinstance(obj, str):
+                out.append(obj)
+            elif isinstance(obj, dict) and column in obj:
+                out.append(obj[column])
+            else:
+                raise SystemExit(f"judge: line {i} of the input has no {column!r} field; pass --column NAME.")
+        return out
+    raise SystemExit(f"judge: unknown --format {fmt!r}; valid formats are lines, csv, jsonl.")
+
+
+def _print_table(rows: list[tuple[str, str]], title: str) -> None:
+    width = max(len(k) for k, _ in rows)
+    print(f"\n{title}")
+    print("-" * (width + 20))
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+
+
+# ----------------------------------------------------------------- predict
+def cmd_predict(args) -> int:
+    from judge import Classifier
+
+    if args.calibration:
+        clf = Classifier.load(args.calibration, model=args.model)
+    else:
+        if not args.labels:
+            raise SystemExit("judge predict: pass --labels FILE|a,b,c (or --calibration DIR of a saved classifier).")
+        clf = Classifier(_read_labels(args.labels), args.model, method=args.method, batch_size=args.batch_size)
+    if args.input in (None, "-"):
+        texts = _read_texts(sys.stdin, args.column, args.format)
+    else:
+        with open(args.input, encoding="utf-8") as fh:
+            texts = _read_texts(fh, args.column, args.format)
+    abstain = args.abstain and clf.threshold_ is not None
+    if args.abstain and not abstain:
+        print("judge predict: --abstain needs a calibrated classifier with a threshold (--calibration DIR); "
+              "answering every row.", file=sys.stderr)
+    proba = clf.predict_proba(texts)
+    labels = clf._labels_from_proba(proba, abstain)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for text, lab, row in zip(texts, labels, proba):
+            top = np.argsort(-row)[: args.top_k]
+            rec = {"text": text, "label": lab,
+                   "probabilities": {clf.labels[k]: round(float(row[k]), 6) for k in top},
+                   "abstained": lab is None}
+            out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+# ---------------------------------------------------------------- evaluate
+def _generate_baseline(clf, texts, batch_size):
+    """Plain greedy generation with the same prompt; returns raw outputs."""
+    from tqdm.auto import tqdm
+
+    clf._setup()
+    suffixes = clf._suffix_ids(texts)
+    max_new = clf._max_label_tokens + 8
+    outs = []
+    for s in tqdm(range(0, len(texts), batch_size), desc="generate baseline", unit="batch"):
+        batch = suffixes[s:s + batch_size]
+        L, gen = clf._generate(clf._full_prompts(batch), max_new_tokens=max_new)
+        outs += clf.tokenizer_.batch_decode(gen[:, L:], skip_special_tokens=True)
+    return outs
+
+
+def _scores_with_checkpoint(clf, texts, path: Path, chunk: int = 64):
+    """decision_function in chunks, saved after each so an interrupted run resumes."""
+    from tqdm.auto import tqdm
+
+    key = hashlib.sha256(json.dumps([clf.labels, texts, str(clf.model), clf.method]).encode()).hexdigest()[:16]
+    out = np.full((len(texts), len(clf.labels)), np.nan)
+    meta = path.with_suffix(".json")
+    if path.exists() and meta.exists() and json.loads(meta.read_text()).get("key") == key:
+        saved = np.load(path)
+        if saved.shape == out.shape:
+            out = saved
+    done = [i for i in range(0, len(texts), chunk) if not np.isnan(out[i:i + chunk]).any()]
+    todo = [i for i in range(0, len(texts), chunk) if i not in done]
+    if done:
+        print(f"resuming: {len(done)} of {len(done) + len(todo)} chunks already scored in {path}", file=sys.stderr)
+    for i in tqdm(todo, desc=f"scoring {path.stem}", unit="chunk", disable=len(todo) < 2):
+        out[i:i + chunk] = clf.decision_function(texts[i:i + chunk])
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, out)
+        os.replace(tmp, path)
+        meta.write_text(json.dumps({"key": key}))
+    return out
+
+
+def cmd_evaluate(args) -> int:
+    from sklearn.metrics import f1_score
+
+    from judge import Classifier
+    from judge import calibration as cal
+    from judge import datasets as ds
+
+    options = {}
+    if args.include_oos:
+        options["include_oos"] = True
+    if args.granularity:
+        options["granularity"] = args.granularity
+    test = ds.load(args.dataset, split=args.split, data_dir=args.data_dir, **options)
+    if args.limit and args.limit < len(test):
+        test = test.sample(args.limit, seed=args.seed)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    labels = list(test.label_names)
+    clf = Classifier(labels, args.model, method=args.method, batch_size=args.batch_size)
+    texts, y_lab = list(test.texts), list(test.labels)
+    pos = {lab: i for i, lab in enumerate(labels)}
+    y = np.array([pos[v] for v in y_lab])
+
+    calib = None
+    if args.calibrate_on:
+        calib = ds.load(args.dataset, split=args.calibrate_on, data_dir=args.data_dir, **options)
+        if args.calibration_limit and args.calibration_limit < len(calib):
+            calib = calib.sample(args.calibration_limit, seed=args.seed)
+    t0 = time.perf_counter()
+    clf._setup()
+    setup_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    scores = _scores_with_checkpoint(clf, texts, out_dir / f"scores_{args.split}.npy")
+    score_s = time.perf_counter() - t0
+    raw = cal_proba = clf._proba_from_scores(scores)  # uncalibrated: no bias/temperature yet
+    metrics = {
+        "dataset": args.dataset, "split": args.split, "options": options, "model": clf.model or "smollm2-135m-instruct",
+        "method": clf.method_, "n": len(texts), "n_labels": len(labels),
+        "sample": {"limit": args.limit, "seed": args.seed, "indices": list(map(int, test.indices))}
+        if args.limit else None,
+        "setup_seconds": setup_s, "scoring_seconds": score_s, "texts_per_s": len(texts) / score_s,
+    }
+    pred_raw = raw.argmax(1)
+    metrics["uncalibrated"] = _metric_block(cal, y, raw)
+    metrics["validity"] = float(np.mean([labels[k] in pos for k in pred_raw]))
+    if calib is not None:
+        cscores = _scores_with_checkpoint(clf, list(calib.texts), out_dir / f"scores_{args.calibrate_on}.npy")
+        cy = np.array([pos[v] for v in calib.labels])
+        clf._fit_calibration(cscores, cy, bias=args.bias, target_accuracy=args.target_accuracy)
+        cal_proba = clf._proba_from_scores(scores)
+        metrics["calibration"] = {"split": args.calibrate_on, "n": len(cy), "temperature": clf.temperature_,
+                                  "bias": args.bias, "threshold": clf.threshold_}
+        metrics["calibrated"] = _metric_block(cal, y, cal_proba)
+        if clf.threshold_ is not None:
+            keep = cal_proba.max(1) >= clf.threshold_
+            metrics["abstention"] = {
+                "target_accuracy": args.target_accuracy, "threshold": clf.threshold_,
+                "coverage": float(keep.mean()),
+                "selective_accuracy": float((cal_proba.argmax(1)[keep] == y[keep]).mean()) if keep.any() else None,
+            }
+        clf.save(out_dir / "classifier")
+    final = cal_proba
+    pred = final.argmax(1)
+    metrics["accuracy"] = float((pred == y).mean())
+    metrics["macro_f1"] = float(f1_score(y, pred, average="macro", labels=np.arange(len(labels)), zero_division=0))
+
+    if args.baseline == "generate":
+        t0 = time.perf_counter()
+        gen = _generate_baseline(clf, texts, args.batch_size)
+        gen_s = time.perf_counter() - t0
+        names = {n: lab for n, lab in zip(clf.names_, labels)}
+        loose = {_loose(n): lab for n, lab in names.items()}
+        exact = [names.get(g.strip()) for g in gen]
+        lenient = [loose.get(_loose(g)) for g in gen]
+        metrics["baseline_generate"] = {
+            "validity": float(np.mean([e is not None for e in exact])),
+            "accuracy": float(np.mean([e == t for e, t in zip(exact, y_lab)])),
+            "lenient_validity": float(np.mean([e is not None for e in lenient])),
+            "lenient_accuracy": float(np.mean([e == t for e, t in zip(lenient, y_lab)])),
+            "texts_per_s": len(texts) / gen_s,
+        }
+    else:
+        gen = None
+
+    import pandas as pd
+
+    frame = pd.DataFrame({"text": texts, "label": y_lab, "prediction": [labels[k] for k in pred],
+                          "confidence": final.max(1), "prediction_uncalibrated": [labels[k] for k in pred_raw]})
+    if clf.threshold_ is not None:
+        frame["abstained"] = final.max(1) < clf.threshold_
+    if gen is not None:
+        frame["generated"] = gen
+    frame.to_csv(out_dir / "predictions.csv", index=False)
+    _plots(cal, y, raw, final, out_dir, metrics)
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    _print_summary(metrics)
+    return 0
+
+
+def _loose(s: str) -> str:
+    return " ".join(s.replace("_", " ").lower().strip().strip(".").split())
+
+
+def _metric_block(cal, y, proba) -> dict:
+    return {
+        "accuracy": float((proba.argmax(1) == y).mean()),
+        "ece": cal.expected_calibration_error(y, proba),
+        "mce": cal.maximum_calibration_error(y, proba),
+        "brier": cal.brier_score(y, proba),
+        "nll": cal.negative_log_likelihood(y, proba),
+        "aurc": cal.aurc(y, proba),
+        "selective_accuracy_at_50": cal.selective_accuracy(y, proba, 0.5),
+    }
+
+
+def _plots(cal, y, raw, final, out_dir, metrics):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        metrics["plots"] = "matplotlib not installed (pip install trie-judge[plot])"
+        return
+    fig, ax = plt.subplots(figsize=(5, 5))
+    cal.ReliabilityDiagram.from_predictions(y, raw).plot(ax=ax, name="uncalibrated")
+    if final is not raw:
+        cal.ReliabilityDiagram.from_predictions(y, final).plot(ax=ax, name="calibrated")
+    fig.savefig(out_dir / "reliability.png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 4))
+    cal.RiskCoverageDisplay.from_predictions(y, final).plot(ax=ax)
+    fig.savefig(out_dir / "risk_coverage.png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _print_summary(m: dict) -> None:
+    rows = [("dataset", f"{m['dataset']} / {m['split']} (n={m['n']}, K={m['n_labels']})"),
+            ("method", m["method"]), ("texts/s", f"{m['texts_per_s']:.2f}"),
+            ("validity (constrained)", f"{m['validity']:.1%}"),
+            ("accuracy", f"{m['accuracy']:.1%}"), ("macro-F1", f"{m['macro_f1']:.3f}"),
+            ("ECE uncalibrated", f"{m['uncalibrated']['ece']:.3f}")]
+    if "calibrated" in m:
+        rows += [("ECE calibrated", f"{m['calibrated']['ece']:.3f}"),
+                 ("sel. acc @50% cov.", f"{m['calibrated']['selective_accuracy_at_50']:.1%}")]
+    if "abstention" in m:
+        a = m["abstention"]
+        sa = "n/a" if a["selective_accuracy"] is None else f"{a['selective_accuracy']:.1%}"
+        rows += [(f"coverage @ target {a['target_accuracy']}", f"{a['coverage']:.1%} (sel. acc. {sa})")]
+    if "baseline_generate" in m:
+        b = m["baseline_generate"]
+        rows += [("generate: validity", f"{b['validity']:.1%} (lenient {b['lenient_validity']:.1%})"),
+                 ("generate: accuracy", f"{b['accuracy']:.1%} (lenient {b['lenient_accuracy']:.1%})")]
+    _print_table(rows, "judge evaluate")
+
+
+# ------------------------------------------------------------------- bench
+def cmd_bench(args) -> int:
+    import random
+
+    from transformers import AutoTokenizer
+
+    from judge.trie import TrieAutomaton
+    from judge.vocab import Vocabulary
+
+    t0 = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(args.tokenizer)
+    vocab = Vocabulary.from_tokenizer(tok)
+    vocab.byte_trie()
+    setup = time.perf_counter() - t0
+    rng = random.Random(0)
+    words = "get set list create delete update user profile account order item payment invoice search".split()
+    rows = [("tokenizer setup", f"{setup * 1000:.0f} ms (V={vocab.size})")]
+    TrieAutomaton.build(["warm_up"], vocab)
+    for k in [int(x) for x in args.k.split(",")]:
+        labels = set()
+        while len(labels) < k:
+            labels.add("_".join(rng.choice(words) for _ in range(rng.randint(2, 4))) + f"_{rng.randint(0, 10**6)}")
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            auto = TrieAutomaton.build(sorted(labels), vocab)
+            times.append(time.perf_counter() - t0)
+        rows.append((f"K={k}", f"compile {np.median(times) * 1000:.1f} ms, {auto.memory_bytes / 2**20:.1f} MiB"))
+    _print_table(rows, f"judge bench ({args.tokenizer})")
+    return 0
+
+
+# -------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="judge", description="Zero-shot classification with a causal LM over a label trie.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    pr = sub.add_parser("predict", help="classify texts from a file or stdin; writes JSONL")
+    pr.add_argument("--labels", help="file (one label per line, or a JSON list) or comma-separated labels")
+    pr.add_argument("--model", default=None, help="hub id, folder, or smollm2-135m-instruct (default)")
+    pr.add_argument("--calibration", help="directory of a saved (calibrated) classifier, e.g. OUT/classifier of evaluate")
+    pr.add_argument("--input", "-i", default=None, help="input file (lines, .csv or .jsonl); default stdin")
+    pr.add_argument("--output", "-o", default=None, help="output JSONL file; default stdout")
+    pr.add_argument("--format", choices=["lines", "csv", "jsonl"], default=None)
+    pr.add_argument("--column", default="text", help="text column/field for CSV and JSONL")
+    pr.add_argument("--method", default="auto", choices=["auto", "first_token", "exact", "decode"])
+    pr.add_argument("--batch-size", type=int, default=8)
+    pr.add_argument("--top-k", type=int, default=3)
+    pr.add_argument("--abstain", action="store_true", help="write label null below the calibrated threshold")
+    pr.set_defaults(func=cmd_predict)
+
+    ev = sub.add_parser("evaluate", help="evaluate on a dataset; writes metrics.json, predictions.csv, plots")
+    ev.add_argument("dataset", help="banking77, clinc150, trec or massive")
+    ev.add_argument("--model", default=None)
+    ev.add_argument("--data-dir", default=None, help="folder with the datasets (default $JUDGE_DATA_DIR, else the hub)")
+    ev.add_argument("--split", default="test")
+    ev.add_argument("--limit", type=int, default=None, help="seeded stratified sample of N texts")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--calibrate-on", default=None, help="split to calibrate on, e.g. validation")
+    ev.add_argument("--calibration-limit", type=int, default=None, help="seeded stratified sample of the calibration split")
+    ev.add_argument("--bias", default="contextual", choices=["contextual", "batch", "none"])
+    ev.add_argument("--target-accuracy", type=float, default=None)
+    ev.add_argument("--baseline", choices=["generate"], default=None)
+    ev.add_argument("--method", default="auto", choices=["auto", "first_token", "exact", "decode"])
+    ev.add_argument("--batch-size", type=int, default=8)
+    ev.add_argument("--include-oos", action="store_true", help="CLINC150: add the out-of-scope class")
+    ev.add_argument("--granularity", choices=["coarse", "fine"], default=None, help="TREC label granularity")
+    ev.add_argument("--out", required=True, help="output directory")
+    ev.set_defaults(func=cmd_evaluate)
+
+    be = sub.add_parser("bench", help="time the trie automaton on a tokenizer (see bench/ for peers)")
+    be.add_argument("--tokenizer", required=True, help="tokenizer folder or hub id")
+    be.add_argument("--k", default="100,1000,10000")
+    be.add_argument("--repeats", type=int, default=3)
+    be.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``judge`` console script.
+
+    Examples
+    --------
+    >>> main(["bench", "--tokenizer", "gpt2", "--k", "10"])     # doctest: +SKIP
+    """
+    args = build_parser().parse_args(argv)
+    if getattr(args, "bias", None) == "none":
+        args.bias = None
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
