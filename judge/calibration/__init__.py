@@ -1,0 +1,74 @@
+"""Calibration for zero-shot label scores: arrays in, arrays or floats out.
+
+The modules follow the order data flows through them:
+
+* :mod:`~judge.calibration.bias`: divide out the model's label prior
+  (contextual and batch calibration), in log-space.
+* :mod:`~judge.calibration.temperature`: one temperature fitted by
+  negative log-likelihood; never changes the argmax.
+* :mod:`~judge.calibration.metrics`: ECE, MCE, Brier, NLL, risk-coverage,
+  AURC, selective accuracy.
+* :mod:`~judge.calibration.abstention`: a confidence threshold for a target
+  accuracy (Clopper-Pearson) or a target coverage.
+* :mod:`~judge.calibration.conformal`: split-conformal prediction sets (LAC,
+  APS) with a finite-sample coverage guarantee.
+* :mod:`~judge.calibration.plots`: reliability diagram and risk-coverage
+  displays (matplotlib is imported only when drawing).
+
+Conventions: ``y_true`` is an integer array of class indices, shape
+(n_samples,); ``proba`` a row-normalized array of shape (n_samples, n_classes);
+logits and log-probabilities may hold ``-inf`` for labels a row can never take.
+Importing this package imports numpy and scipy only; no torch, no matplotlib.
+
+Examples
+--------
+>>> import numpy as np
+>>> from judge.calibration import TemperatureScaler, expected_calibration_error
+>>> logits = np.array([[4.0, 0.0], [4.0, 0.0], [0.0, 4.0], [0.0, 4.0]])
+>>> y = np.array([0, 0, 1, 0])  # right 3 times in 4 at 98% confidence
+>>> proba = TemperatureScaler().fit(logits, y).predict_proba(logits)
+>>> proba[0].round(3), expected_calibration_error(y, proba) < 1e-6
+(array([0.75, 0.25]), True)
+"""
+
+from .abstention import clopper_pearson_lower, select_threshold
+from .bias import apply_bias, batch_bias, contextual_bias
+from .conformal import ConformalPredictor, conformal_quantile, conformity_scores
+from .metrics import (
+    aurc,
+    brier_score,
+    expected_calibration_error,
+    maximum_calibration_error,
+    negative_log_likelihood,
+    risk_coverage_curve,
+    selective_accuracy,
+)
+from .plots import ReliabilityDiagram, RiskCoverageDisplay
+from .temperature import TemperatureScaler
+
+__all__ = [
+    # bias.py
+    "contextual_bias",
+    "batch_bias",
+    "apply_bias",
+    # temperature.py
+    "TemperatureScaler",
+    # metrics.py
+    "expected_calibration_error",
+    "maximum_calibration_error",
+    "brier_score",
+    "negative_log_likelihood",
+    "risk_coverage_curve",
+    "aurc",
+    "selective_accuracy",
+    # abstention.py
+    "select_threshold",
+    "clopper_pearson_lower",
+    # conformal.py
+    "conformity_scores",
+    "conformal_quantile",
+    "ConformalPredictor",
+    # plots.py
+    "ReliabilityDiagram",
+    "RiskCoverageDisplay",
+]
