@@ -165,10 +165,10 @@ class PromptTemplate:
             msgs = []
             if self.system:
                 msgs.append({"role": "system", "content": self.system.replace("{labels}", listed)})
-            msgs.append({"role": "user", "content": self.user.replace("{labels}", listed).replace("{text}", _SENTINEL)})
+            msgs.append({"role": "user", "content": self.user.replace("{text}", _SENTINEL).replace("{labels}", listed)})
             full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         else:
-            full = self.completion.replace("{labels}", listed).replace("{text}", _SENTINEL)
+            full = self.completion.replace("{text}", _SENTINEL).replace("{labels}", listed)
         if full.count(_SENTINEL) != 1:
             raise ValueError("The chat template dropped or repeated the text placeholder; use PromptTemplate(chat=False).")
         prefix, suffix = full.split(_SENTINEL)

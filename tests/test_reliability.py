@@ -1,0 +1,104 @@
+"""Reliability: bad input, long texts, determinism, fuzzing on five real tokenizers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from judge import Classifier, LabelError
+from judge.prompts import PromptTemplate
+
+from .conftest import TOKENIZERS, load_tokenizer
+
+LABELS = ["card_arrival", "exchange_rate", "pin_blocked"]
+
+
+def test_long_text_is_truncated_with_warning(tiny_llama):
+    model, tok = tiny_llama
+    clf = Classifier(LABELS, model, tokenizer=tok)
+    long_text = "my card " * 3000  # 6000+ tokens, context is 4096
+    with pytest.warns(UserWarning, match=r"1 text\(s\) were longer than the model's context \(4096 tokens\) allows and were truncated, \d+ text tokens cut"):
+        proba = clf.predict_proba([long_text, "short"])
+    assert np.isfinite(proba).all()
+    suffix = clf._suffix_ids([long_text])[0] if False else None  # noqa: F841
+    # the instructions, label list and answer slot are intact
+    ids = clf.prefix_ids_ + clf._suffix_ids(["short"])[0]
+    assert ids[-len(clf._tail_ids):] == clf._tail_ids
+    with pytest.warns(UserWarning):
+        cut = clf._suffix_ids([long_text])[0]
+    assert cut[-len(clf._tail_ids):] == clf._tail_ids
+    assert len(clf.prefix_ids_) + len(cut) + clf._max_label_tokens < 4096
+
+
+def test_chat_required_but_missing(tiny_llama):
+    model, tok = tiny_llama
+    from transformers import AutoTokenizer
+
+    plain = AutoTokenizer.from_pretrained(str(load_tokenizer("gpt2").name_or_path))
+    assert not plain.chat_template
+    clf = Classifier(LABELS, model, tokenizer=plain, prompt=PromptTemplate(chat=True))
+    with pytest.raises(ValueError, match=r"PromptTemplate\(chat=True\) but the tokenizer .* has no chat template"):
+        clf.predict(["hi"])
+
+
+def test_prompt_without_text_placeholder():
+    with pytest.raises(ValueError, match=r"has no \{text\} placeholder"):
+        PromptTemplate.from_string("Classify this")
+
+
+def test_unspellable_label_on_decode_path(tiny_llama):
+    model, tok = tiny_llama
+    clf = Classifier(["ok", "bad\x00label"], model, tokenizer=tok, method="decode")
+    # every byte is spellable with byte-level BPE: the automaton accepts it
+    assert clf.predict(["hi"])[0] in {"ok", "bad\x00label"}
+
+
+def test_deterministic_across_runs(tiny_llama):
+    model, tok = tiny_llama
+    texts = ["my card is late", "what is the rate for dollars", "pin"]
+    a = Classifier(LABELS, model, tokenizer=tok, batch_size=2).predict_proba(texts)
+    b = Classifier(LABELS, model, tokenizer=tok, batch_size=2).predict_proba(texts)
+    np.testing.assert_array_equal(a, b)
+    c = Classifier(LABELS, model, tokenizer=tok, batch_size=1).predict_proba(texts)
+    np.testing.assert_allclose(a, c, atol=1e-5)  # across batch sizes: float32 rounding only
+
+
+_TINY = {}
+
+
+def _tiny_for(name):
+    if name not in _TINY:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        tok = load_tokenizer(name)
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048)
+        _TINY[name] = (LlamaForCausalLM(cfg).eval(), tok)
+    return _TINY[name]
+
+
+_label = st.text(min_size=1, max_size=10)
+_text = st.text(min_size=1, max_size=40).filter(lambda s: s.strip())
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(labels=st.lists(_label, min_size=1, max_size=6, unique=True), texts=st.lists(_text, min_size=1, max_size=3),
+       method=st.sampled_from(["auto", "exact", "decode"]))
+def test_fuzz_output_is_always_a_label(name, labels, texts, method):
+    model, tok = _tiny_for(name)
+    try:
+        clf = Classifier(labels, model, tokenizer=tok, method=method, top_k=2)
+        proba = clf.predict_proba(texts)
+    except LabelError as err:  # invalid label sets are refused with a clear message
+        assert any(s in str(err) for s in ("empty or only whitespace", "both shown to the model",
+                                           "cannot be spelled", "Duplicate")), str(err)
+        return
+    assert proba.shape == (len(texts), len(labels))
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-9)
+    assert set(clf.predict(texts)) <= set(labels)
