@@ -99,14 +99,18 @@ class _Ours:
         return self.auto.memory_bytes
 
     def walker(self):
+        import numpy as np
+
         auto = self.auto
         state = {"node": auto.root}
+        node_arr = np.zeros(1, np.int64)  # the documented fast calling convention: an int64 array
 
         def reset():
             state["node"] = auto.root
 
         def fill(bm):
-            auto.fill_bitmask([state["node"]], bm)
+            node_arr[0] = state["node"]
+            auto.fill_bitmask(node_arr, bm)
 
         def accept(t):
             state["node"] = auto.next(state["node"], t)
@@ -120,7 +124,9 @@ class _Ours:
 
         from judge import _kernels as K
 
-        auto, view = self.auto, bm.view(np.uint32)
+        from judge.trie import _BITS
+
+        auto = self.auto
         node_arr = np.zeros(1, np.int64)
         times = []
         for walk in _cycle_walks(walks, n_steps):
@@ -128,7 +134,7 @@ class _Ours:
             for t in walk:
                 node_arr[0] = node
                 t0 = time.perf_counter_ns()
-                K.fill_bitmask(auto.indptr, auto.token_ids, node_arr, view, auto.n_nodes)
+                K.fill_bitmask(auto.indptr, auto.token_ids, node_arr, bm, auto.n_nodes, auto.n_states, _BITS)
                 times.append(time.perf_counter_ns() - t0)
                 node = auto.next(node, t)
         return statistics.median(times) / 1e3

@@ -126,6 +126,13 @@ def intersect(
     root_next = np.full(256, -1, np.int32)
     for k in range(v_cindptr[0], v_cindptr[1]):
         root_next[v_cbytes[k]] = v_cnodes[k]
+    # dense transitions out of the depth-1 vocabulary nodes (at most 256 x 256)
+    lvl1 = np.full((256, 256), -1, np.int32)
+    for b1 in range(256):
+        s1 = root_next[b1]
+        if s1 >= 0:
+            for k in range(v_cindptr[s1], v_cindptr[s1 + 1]):
+                lvl1[b1, v_cbytes[k]] = v_cnodes[k]
     cap = 4 * n_nodes + 16
     toks = np.empty(cap, np.int32)
     dest = np.empty(cap, np.int32)
@@ -148,6 +155,8 @@ def intersect(
                 b = l_byte[c]
                 if s == 0:
                     s2 = root_next[b]
+                elif s < 0:  # depth-1 vocabulary node, encoded as -(first byte) - 1
+                    s2 = lvl1[-s - 1, b]
                 else:
                     s2 = _find_child(v_cindptr, v_cbytes, v_cnodes, s, b)
                 if s2 < 0:
@@ -166,6 +175,8 @@ def intersect(
                     dest[e] = c
                     e += 1
                 if v_cindptr[s2 + 1] > v_cindptr[s2]:
+                    if s == 0:
+                        s2 = -np.int32(b) - 1
                     if sp == stack_u.shape[0]:
                         su = np.empty(2 * sp, np.int32)
                         ss = np.empty(2 * sp, np.int32)
@@ -261,21 +272,24 @@ def reachable_nodes(indptr, dest, n_nodes):
 
 
 @njit
-def fill_bitmask(indptr, toks, nodes, bitmask, n_nodes):
-    """Write packed allowed-token rows (uint32 view of xgrammar's int32 layout)."""
+def fill_bitmask(indptr, toks, nodes, bitmask, n_nodes, n_states, bits):
+    """Write packed allowed-token rows (xgrammar's int32 layout); returns -1, or the bad row."""
     words = bitmask.shape[1]
     for r in range(nodes.shape[0]):
+        n = nodes[r]
+        if n < 0 or n >= n_states:
+            return r
         row = bitmask[r]
         for w in range(words):
             row[w] = 0
-        n = nodes[r]
         if n >= n_nodes:
             continue  # accepting state: nothing more may be emitted
         for k in range(indptr[n], indptr[n + 1]):
             t = toks[k]
             w = t >> 5
             if w < words:
-                row[w] |= np.uint32(1) << np.uint32(t & 31)
+                row[w] |= bits[t & 31]
+    return -1
 
 
 @njit
