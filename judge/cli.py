@@ -171,7 +171,9 @@ def cmd_evaluate(args) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     labels = list(test.label_names)
-    clf = Classifier(labels, args.model, method=args.method, batch_size=args.batch_size)
+    names = ds.display_names(args.dataset, labels) if args.label_names == "dataset" else None
+    clf = Classifier(labels, args.model, method=args.method, batch_size=args.batch_size,
+                     label_names=(names or None) if args.label_names == "dataset" else args.label_names)
     texts, y_lab = list(test.texts), list(test.labels)
     pos = {lab: i for i, lab in enumerate(labels)}
     y = np.array([pos[v] for v in y_lab])
@@ -373,6 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--target-accuracy", type=float, default=None)
     ev.add_argument("--baseline", choices=["generate"], default=None)
     ev.add_argument("--method", default="auto", choices=["auto", "first_token", "exact", "decode"])
+    ev.add_argument("--label-names", default="dataset", choices=["dataset", "natural", "raw"],
+                    help="what the model writes: the dataset's readable names (TREC), natural (a_b -> a b) or raw")
     ev.add_argument("--batch-size", type=int, default=8)
     ev.add_argument("--include-oos", action="store_true", help="CLINC150: add the out-of-scope class")
     ev.add_argument("--granularity", choices=["coarse", "fine"], default=None, help="TREC label granularity")

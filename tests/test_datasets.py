@@ -55,7 +55,7 @@ def _write(path: Path, content: str | bytes) -> Path:
 
 def test_public_names():
     assert sorted(jd.__all__) == sorted(
-        ["DATASETS", "LabeledTexts", "VALIDATION_FRACTION", "VALIDATION_SEED", "load"]
+        ["DATASETS", "LabeledTexts", "VALIDATION_FRACTION", "VALIDATION_SEED", "display_names", "load"]
     )
     assert jd.DATASETS == ("banking77", "clinc150", "massive", "trec")
     assert (jd.VALIDATION_FRACTION, jd.VALIDATION_SEED) == (0.1, 0)
@@ -638,3 +638,8 @@ def test_massive_malformed(tmp_path):
         ValueError, match=r"at line 1: expected an object with string 'text' and 'label_text'"
     ):
         load("massive", data_dir=tmp_path)
+
+
+def test_display_names():
+    assert jd.display_names("trec", ["NUM:dist", "ABBR"]) == {"NUM:dist": "number: distance", "ABBR": "abbreviation"}
+    assert jd.display_names("massive", ["alarm_set"]) == {}

@@ -31,7 +31,7 @@ import os
 from . import banking77, clinc150, massive, trec
 from ._common import VALIDATION_FRACTION, VALIDATION_SEED, LabeledTexts
 
-__all__ = ["DATASETS", "LabeledTexts", "VALIDATION_FRACTION", "VALIDATION_SEED", "load"]
+__all__ = ["DATASETS", "LabeledTexts", "VALIDATION_FRACTION", "VALIDATION_SEED", "display_names", "load"]
 
 _LOADERS = {module.NAME: module for module in (banking77, clinc150, massive, trec)}
 
@@ -98,3 +98,21 @@ def load(
             f"Unknown option(s) {', '.join(unknown)} for {key}; its options are: {valid}. Remove them or pick the dataset that has them."
         )
     return module.load(split, data_dir, **options)
+
+
+def display_names(name: str, labels) -> dict:
+    """Dataset-specific readable label names for the model (empty: use the natural form).
+
+    Only TREC needs one: its codes (``ABBR``, ``NUM:dist``) mean nothing to a
+    model as written. Predictions still map back to the dataset's labels.
+
+    Examples
+    --------
+    >>> display_names("trec", ["LOC"])
+    {'LOC': 'location'}
+    >>> display_names("banking77", ["card_arrival"])
+    {}
+    """
+    module = _LOADERS.get(str(name).lower())
+    fn = getattr(module, "display_names", None)
+    return fn(labels) if fn else {}

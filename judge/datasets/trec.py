@@ -37,7 +37,7 @@ from ._common import (
     _take,
 )
 
-__all__ = ["load", "COARSE_LABELS", "FINE_LABELS"]
+__all__ = ["load", "COARSE_LABELS", "FINE_LABELS", "display_names"]
 
 NAME = "trec"
 SPLITS = ("train", "validation", "test")
@@ -167,3 +167,33 @@ def _from_hub(split: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         )
     )
     return tuple(dataset["text"]), labels
+
+
+_COARSE_WORDS = {"ABBR": "abbreviation", "DESC": "description", "ENTY": "entity", "HUM": "human",
+                 "LOC": "location", "NUM": "number"}
+_FINE_WORDS = {
+    "abb": "abbreviation", "exp": "expansion", "def": "definition", "desc": "description",
+    "cremat": "creative work", "dismed": "disease or medicine", "instru": "instrument",
+    "lang": "language", "techmeth": "technique or method", "termeq": "equivalent term",
+    "veh": "vehicle", "gr": "group", "ind": "individual", "mount": "mountain",
+    "dist": "distance", "ord": "order", "perc": "percentage", "temp": "temperature",
+    "volsize": "size",
+}
+
+
+def display_names(labels) -> dict[str, str]:
+    """Readable names a model can understand for TREC's codes (``NUM:dist`` -> ``number: distance``).
+
+    Examples
+    --------
+    >>> display_names(["NUM", "HUM:ind"])
+    {'NUM': 'number', 'HUM:ind': 'human: individual'}
+    """
+    out = {}
+    for label in labels:
+        coarse, _, fine = label.partition(":")
+        name = _COARSE_WORDS.get(coarse, coarse)
+        if fine:
+            name += ": " + _FINE_WORDS.get(fine, fine)
+        out[label] = name
+    return out
