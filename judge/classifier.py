@@ -198,43 +198,36 @@ class Classifier:
             if e not in ends and e < len(tok):
                 ends.append(int(e))
         self.vocab_ = Vocabulary.from_tokenizer(tok, end_token_ids=ends)
-        self.label_token_ids_ = [self._label_tokens(s) for s in self.surfaces_]
-        for lab, ids in zip(self.labels, self.label_token_ids_):
-            bad = [i for i in ids if self.vocab_.special[i]]
-            if bad:
-                raise LabelError(
-                    f"Label {lab!r} cannot be spelled by this tokenizer's vocabulary: it tokenizes to "
-                    f"special or unknown token(s) {tok.convert_ids_to_tokens(bad)}; give it a name the "
-                    f"tokenizer can write (label_names={{...}}).")
         K = len(self.labels)
-        firsts = [ids[0] for ids in self.label_token_ids_]
-        if self.method == "auto":
-            if K > self.decode_above:
-                method = "decode"
-            elif len(set(firsts)) == K:
-                method = "first_token"
-            else:
-                method = "exact"
+        if self.method == "decode" or (self.method == "auto" and K > self.decode_above):
+            # huge label sets: no per-label tokenization; the automaton allows every tokenization
+            method = "decode"
+            self.label_token_ids_ = None
+            self._max_label_tokens = max(len(x.encode()) for x in self.surfaces_) + 1
         else:
-            method = self.method
-        if method == "first_token" and len(set(firsts)) < K:
-            dup = [self.labels[i] for i in range(K) if firsts.count(firsts[i]) > 1][:4]
-            raise ValueError(
-                f"method='first_token' needs every label to start with a different token, but {dup} share "
-                f"their first token; use method='exact' (or 'auto').")
+            self.label_token_ids_ = self._tokenize_labels()
+            firsts = [ids[0] for ids in self.label_token_ids_]
+            if self.method == "auto":
+                method = "first_token" if len(set(firsts)) == K else "exact"
+            else:
+                method = self.method
+            if method == "first_token" and len(set(firsts)) < K:
+                dup = [self.labels[i] for i in range(K) if firsts.count(firsts[i]) > 1][:4]
+                raise ValueError(
+                    f"method='first_token' needs every label to start with a different token, but {dup} "
+                    f"share their first token; use method='exact' (or 'auto').")
+            seqs = [list(x) for x in self.label_token_ids_]
+            end = self.vocab_.end_token_ids[0]
+            if self.end_token is True:
+                seqs = [x + [end] for x in seqs]
+            elif self.end_token == "auto":
+                prefixes = {tuple(x[:j]) for x in seqs for j in range(1, len(x))}
+                seqs = [x + [end] if tuple(x) in prefixes else x for x in seqs]
+            self.scored_token_ids_ = seqs
+            self._trie = TokenTrie.build(seqs)
+            self._max_label_tokens = max(len(x) for x in seqs)
+            self._first_ids = np.asarray(firsts, np.int64)
         self.method_ = method
-        seqs = [list(s) for s in self.label_token_ids_]
-        end = self.vocab_.end_token_ids[0]
-        if self.end_token is True:
-            seqs = [s + [end] for s in seqs]
-        elif self.end_token == "auto":
-            as_t = [tuple(s) for s in seqs]
-            prefixes = {t[:j] for t in as_t for j in range(1, len(t))}
-            seqs = [s + [end] if tuple(s) in prefixes else s for s in seqs]
-        self.scored_token_ids_ = seqs
-        self._trie = TokenTrie.build(seqs)
-        self._max_label_tokens = max(len(s) for s in seqs)
-        self._first_ids = np.asarray(firsts, np.int64)
         self._prefix = PrefixCache(model, self.prefix_ids_) if method != "decode" else None
         self._automaton = None
         self._ready = True
@@ -242,15 +235,24 @@ class Classifier:
     def _encode(self, text, special=False):
         return self.tokenizer_(text, add_special_tokens=special)["input_ids"]
 
-    def _label_tokens(self, surface):
+    def _tokenize_labels(self) -> list[list[int]]:
+        """Canonical tokens of each label as written right after the prompt (one batched call)."""
         ctx = self._tail_ids
-        full = self._encode(self._tail + surface)
-        if full[: len(ctx)] == ctx and len(full) > len(ctx):
-            return full[len(ctx):]
-        ids = self._encode(surface)
-        if not ids:
-            raise LabelError(f"Label surface {surface!r} tokenizes to nothing; give it visible text.")
-        return ids
+        fulls = self.tokenizer_([self._tail + x for x in self.surfaces_], add_special_tokens=False)["input_ids"]
+        out = []
+        for lab, surface, full in zip(self.labels, self.surfaces_, fulls):
+            if full[: len(ctx)] == ctx and len(full) > len(ctx):
+                ids = full[len(ctx):]
+            else:  # the boundary merged with the prompt's end: tokenize the label alone
+                ids = self._encode(surface)
+            bad = [i for i in ids if self.vocab_.special[i]]
+            if not ids or bad:
+                raise LabelError(
+                    f"Label {lab!r} cannot be spelled by this tokenizer's vocabulary: it tokenizes to "
+                    f"{'nothing' if not ids else 'special or unknown token(s) ' + str(self.tokenizer_.convert_ids_to_tokens(bad))}; "
+                    f"give it a name the tokenizer can write (label_names={{...}}).")
+            out.append(ids)
+        return out
 
     @property
     def automaton_(self):
@@ -284,6 +286,8 @@ class Classifier:
     def label_token_ids(self) -> list[list[int]]:
         """Canonical token ids of each label as written after the prompt: list of K lists."""
         self._setup()
+        if self.label_token_ids_ is None:
+            self.label_token_ids_ = self._tokenize_labels()
         return [list(x) for x in self.label_token_ids_]
 
     def _suffix_ids(self, texts) -> list[list[int]]:
