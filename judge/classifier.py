@@ -12,9 +12,7 @@ handful of numbers (label bias, temperature, threshold) on held-out texts.
 from __future__ import annotations
 
 import json
-import math
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -554,14 +552,6 @@ class Classifier:
         >>> clf.calibrate(val.texts, val.labels, target_accuracy=0.9)     # doctest: +SKIP
         >>> clf.predict(test.texts, abstain=True)                        # doctest: +SKIP
         """
-        from judge.calibration import (
-            TemperatureScaler,
-            batch_bias,
-            contextual_bias,
-            expected_calibration_error,
-            negative_log_likelihood,
-            select_threshold,
-        )
 
         texts = _check_texts(texts)
         yi = self._label_indices(y)

@@ -7,7 +7,7 @@ repository (``../shared``) or through ``JUDGE_SHARED_DIR``.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,14 +24,14 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(shared_path("tokenizers", name)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_vocab(name: str):
     from judge.vocab import Vocabulary
 

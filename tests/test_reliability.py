@@ -22,7 +22,6 @@ def test_long_text_is_truncated_with_warning(tiny_llama):
     with pytest.warns(UserWarning, match=r"1 text\(s\) were longer than the model's context \(4096 tokens\) allows and were truncated, \d+ text tokens cut"):
         proba = clf.predict_proba([long_text, "short"])
     assert np.isfinite(proba).all()
-    suffix = clf._suffix_ids([long_text])[0] if False else None  # noqa: F841
     # the instructions, label list and answer slot are intact
     ids = clf.prefix_ids_ + clf._suffix_ids(["short"])[0]
     assert ids[-len(clf._tail_ids):] == clf._tail_ids
