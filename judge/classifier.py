@@ -552,7 +552,6 @@ class Classifier:
         >>> clf.calibrate(val.texts, val.labels, target_accuracy=0.9)     # doctest: +SKIP
         >>> clf.predict(test.texts, abstain=True)                        # doctest: +SKIP
         """
-
         texts = _check_texts(texts)
         yi = self._label_indices(y)
         if len(yi) != len(texts):

@@ -101,3 +101,22 @@ def test_fuzz_output_is_always_a_label(name, labels, texts, method):
     assert np.isfinite(proba).all()
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-9)
     assert set(clf.predict(texts)) <= set(labels)
+
+
+def test_label_spelled_only_by_a_special_token(tiny_llama):
+    model, tok = tiny_llama
+    clf = Classifier(["ok", "<|im_end|>"], model, tokenizer=tok, label_names="raw")
+    with pytest.raises(LabelError, match=r"Label '<\|im_end\|>' cannot be spelled by this tokenizer's vocabulary"):
+        clf.predict(["hi"])
+
+
+def test_think_then_answer_returns_labels(tiny_llama):
+    model, tok = tiny_llama
+    clf = Classifier(LABELS, model, tokenizer=tok, think=True, think_tokens=6, batch_size=2)
+    texts = ["my card is late", "rate?", "pin"]
+    proba = clf.predict_proba(texts)
+    assert proba.shape == (3, 3) and np.isfinite(proba).all()
+    assert set(clf.predict(texts)) <= set(LABELS)
+    # the answer is scored after the reasoning and the cue, not right after the prompt
+    plain = Classifier(LABELS, model, tokenizer=tok).predict_proba(texts)
+    assert not np.allclose(proba, plain)
