@@ -172,7 +172,7 @@ def cmd_evaluate(args) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     labels = list(test.label_names)
     names = ds.display_names(args.dataset, labels) if args.label_names == "dataset" else None
-    clf = Classifier(labels, args.model, method=args.method, batch_size=args.batch_size,
+    clf = Classifier(labels, args.model, method=args.method, batch_size=args.batch_size, progress=False,
                      label_names=(names or None) if args.label_names == "dataset" else args.label_names)
     texts, y_lab = list(test.texts), list(test.labels)
     pos = {lab: i for i, lab in enumerate(labels)}

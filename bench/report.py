@@ -1,0 +1,102 @@
+"""Markdown tables from the JSON reports in bench/results (pasted into the README).
+
+    python bench/report.py [--results bench/results]
+
+Nothing is typed in by hand: every figure comes from a JSON file written by
+bench/masks.py, bench/throughput.py, bench/huge_k.py or `judge evaluate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def masks_table(records) -> str:
+    engines = ["ours", "xgrammar", "llguidance", "outlines-core"]
+    out = ["| family | K | " + " | ".join(f"{e} compile ms" for e in engines) + " | "
+           + " | ".join(f"{e} fill µs" for e in engines) + " | ours MB |",
+           "|---|---:|" + "---:|" * (2 * len(engines) + 1)]
+    keys = sorted({(r["family"], r["K"]) for r in records}, key=lambda x: (x[0] != "tools", x[1]))
+    by = {(r["engine"], r["family"], r["K"]): r for r in records}
+    for fam, k in keys:
+        comp, fill = [], []
+        for e in engines:
+            r = by.get((e, fam, k))
+            if r is None:
+                comp.append("-")
+                fill.append("-")
+            elif r["status"] != "ok":
+                comp.append(r["status"].split(":")[0])
+                fill.append("-")
+            else:
+                comp.append(_fmt(r["compile_ms"], ".1f"))
+                fill.append(_fmt(r["fill_us"], ".2f"))
+        ours = by.get(("ours", fam, k), {})
+        out.append(f"| {fam} | {k:,} | " + " | ".join(comp) + " | " + " | ".join(fill)
+                   + f" | {_fmt(ours.get('memory_mb'), '.1f')} |")
+    setups = {}
+    for r in records:
+        if r.get("setup_ms") is not None:
+            setups.setdefault(r["engine"], []).append(r["setup_ms"])
+    med = {e: sorted(v)[len(v) // 2] for e, v in setups.items()}
+    out.append("")
+    out.append("Per-tokenizer setup (median ms): " + ", ".join(f"{e} {med[e]:.0f}" for e in engines if e in med))
+    return "\n".join(out)
+
+
+def throughput_table(records) -> str:
+    out = ["| engine | texts | texts/s | ours faster (x) | argmax agreement with per-label | accuracy | valid | status |",
+           "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in records:
+        out.append(f"| {r['engine']} | {r['n_texts']} | {_fmt(r.get('texts_per_s'), '.3f')} | "
+                   f"{_fmt(r.get('ratio_vs_ours'), '.1f')} | {_fmt(r.get('agreement_with_per_label'), '.3f')} | "
+                   f"{_fmt(r.get('accuracy'), '.3f')} | {_fmt(r.get('valid_fraction'), '.3f')} | {r['status']} |")
+    return "\n".join(out)
+
+
+def evaluate_table(reports) -> str:
+    out = ["| dataset | n (test) | K | method | accuracy | macro-F1 | validity | generate: accuracy | generate: validity | ECE before | ECE after | sel. acc. @50% | texts/s |",
+           "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, m in reports:
+        g = m.get("baseline_generate", {})
+        c = m.get("calibrated", {})
+        out.append(
+            f"| {name} | {m['n']} | {m['n_labels']} | {m['method']} | {m['accuracy']:.3f} | {m['macro_f1']:.3f} | "
+            f"{m['validity']:.3f} | {_fmt(g.get('accuracy'), '.3f')} | {_fmt(g.get('validity'), '.3f')} | "
+            f"{m['uncalibrated']['ece']:.3f} | {_fmt(c.get('ece'), '.3f')} | "
+            f"{_fmt(c.get('selective_accuracy_at_50'), '.3f')} | {m['texts_per_s']:.2f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", default=str(Path(__file__).parent / "results"))
+    args = p.parse_args()
+    res = Path(args.results)
+    if (res / "masks_qwen3.json").exists():
+        print("### Masks: Qwen3 tokenizer (151,669 tokens)\n")
+        print(masks_table(json.loads((res / "masks_qwen3.json").read_text())))
+    if (res / "throughput.json").exists():
+        print("\n### Throughput: Banking77, 77 labels, SmolLM2-135M on CPU\n")
+        print(throughput_table(json.loads((res / "throughput.json").read_text())))
+    evals = [(f.stem.removeprefix("evaluate_"), json.loads(f.read_text())) for f in sorted(res.glob("evaluate_*.json"))]
+    if evals:
+        print("\n### Accuracy and calibration (SmolLM2-135M-Instruct, packaged Q4_1)\n")
+        print(evaluate_table(evals))
+    if (res / "huge_k.json").exists():
+        h = json.loads((res / "huge_k.json").read_text())
+        print(f"\n### K = {h['K']:,} ICD-like codes end to end (decode path)\n")
+        print(f"tokenizer setup {h.get('tokenizer_setup_ms', float('nan')):.0f} ms; "
+              f"automaton build {h['automaton_build_ms']:.0f} ms, {h['automaton_mb']:.1f} MB; "
+              f"{h['seconds_per_text']:.1f} s per text; all outputs valid: {h['valid']}; "
+              f"peak RSS {h['peak_rss_mb']:.0f} MB (model loaded: {h['peak_rss_after_model_mb']:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()
