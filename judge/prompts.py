@@ -38,8 +38,10 @@ def natural_label(label: str) -> str:
     'card arrival'
     >>> natural_label("NUM:date")
     'NUM:date'
+    >>> natural_label("_")  # nothing left: the label as given
+    '_'
     """
-    return " ".join(label.replace("_", " ").split())
+    return " ".join(label.replace("_", " ").split()) or label
 
 
 def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:

@@ -11,6 +11,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs the same hypothesis examples every time (reproducible); locally they are random.
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("JUDGE_SHARED_DIR", REPO.parent / "shared"))

@@ -120,3 +120,10 @@ def test_think_then_answer_returns_labels(tiny_llama):
     # the answer is scored after the reasoning and the cue, not right after the prompt
     plain = Classifier(LABELS, model, tokenizer=tok).predict_proba(texts)
     assert not np.allclose(proba, plain)
+
+
+def test_label_made_of_underscores_is_shown_as_is(tiny_llama):
+    model, tok = tiny_llama
+    clf = Classifier(["_", "a_b"], model, tokenizer=tok)
+    assert set(clf.predict(["x"])) <= {"_", "a_b"}
+    assert clf.names_ == ["_", "a b"]
