@@ -123,7 +123,6 @@ class _Ours:
         import numpy as np
 
         from judge import _kernels as K
-
         from judge.trie import _BITS
 
         auto = self.auto

@@ -89,6 +89,13 @@ def main() -> None:
     if evals:
         print("\n### Accuracy and calibration (SmolLM2-135M-Instruct, packaged Q4_1)\n")
         print(evaluate_table(evals))
+    if (res / "calibration_variants.json").exists():
+        print("\n### Label-bias variants (temperature refit on the same validation scores; bench/calibration_variants.py)\n")
+        print("| dataset | bias | T | accuracy | ECE | ECE (equal-mass) | NLL |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for r in json.loads((res / "calibration_variants.json").read_text()):
+            print(f"| {r['dataset']} | {r['bias']} | {r['temperature']:.2f} | {r['accuracy']:.3f} | {r['ece']:.3f} | "
+                  f"{r['ece_quantile']:.3f} | {r['nll']:.3f} |")
     if (res / "huge_k.json").exists():
         h = json.loads((res / "huge_k.json").read_text())
         print(f"\n### K = {h['K']:,} ICD-like codes end to end (decode path)\n")
