@@ -64,6 +64,20 @@ def test_deterministic_across_runs(tiny_llama):
     np.testing.assert_allclose(a, c, atol=1e-5)  # across batch sizes: float32 rounding only
 
 
+@pytest.mark.parametrize("method", ["exact", "first_token", "decode"])
+def test_batch_invariant_is_bit_identical_across_batch_sizes(smollm2, method):
+    model, tok = smollm2
+    labels = ["yes", "no", "maybe"] if method == "first_token" else LABELS
+    texts = ["my card is late", "what is the rate for dollars today please", "pin", "card?"]
+    runs = [Classifier(labels, model, tokenizer=tok, method=method, batch_size=bs, batch_invariant=True,
+                       top_k=2).decision_function(texts) for bs in (1, 3, 8)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    alone = Classifier(labels, model, tokenizer=tok, method=method, batch_invariant=True,
+                       top_k=2).decision_function(texts[1:2])
+    np.testing.assert_array_equal(alone[0], runs[0][1])  # independent of the other texts in the call
+
+
 _TINY = {}
 
 
