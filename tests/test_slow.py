@@ -8,9 +8,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_100k_labels_end_to_end(smollm2):
-    from judge import Classifier
-
     from bench.huge_k import icd_codes
+    from judge import Classifier
 
     labels = icd_codes(100_000)
     model, tok = smollm2
