@@ -30,7 +30,7 @@ import numpy as np
 __all__ = ["TokenTrie", "PrefixCache", "score_batch", "brute_force_scores"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TokenTrie:
     """The labels' token sequences as a trie; node 0 is the root (the prompt's end).
 
@@ -60,6 +60,31 @@ class TokenTrie:
     @property
     def n_nodes(self) -> int:
         return int(self.parent.shape[0])
+
+    def passes(self, limit: int) -> list[dict]:
+        """The trie forward passes for ``limit`` tokens per pass, computed once and cached.
+
+        Each pass: ``nodes`` (M,) fed to the model, ``ancestors`` (M, M) bool
+        tree mask (ancestor-or-self), ``depth`` (M,), and ``children``/``rows``:
+        the non-root nodes whose parent is in this pass and that parent's row.
+        """
+        cache = self.__dict__.setdefault("_passes", {})  # frozen dataclass: memo in __dict__
+        if limit not in cache:
+            out = []
+            for chunk in _chunks(self, limit):
+                index = {int(n): j for j, n in enumerate(chunk)}
+                anc = np.zeros((len(chunk), len(chunk)), bool)
+                for j, n in enumerate(chunk):
+                    a = int(n)
+                    while a > 0:
+                        anc[j, index[a]] = True
+                        a = int(self.parent[a])
+                kids = np.flatnonzero(np.isin(self.parent, chunk))
+                rows = np.array([index[int(self.parent[k])] for k in kids], np.int64)
+                out.append({"nodes": chunk, "ancestors": anc, "depth": self.depth[chunk],
+                            "children": kids, "rows": rows})
+            cache[limit] = out
+        return cache[limit]
 
     @classmethod
     def build(cls, sequences) -> TokenTrie:
@@ -212,27 +237,22 @@ def score_batch(model, prefix: PrefixCache, suffixes, trie: TokenTrie | None, *,
         if trie.internal.size == 0:
             return out.cpu().numpy()
         past = P0 + S  # columns already in the cache
-        for chunk in _chunks(trie, max_nodes_per_pass):
+        for step in trie.passes(max_nodes_per_pass):
+            chunk = step["nodes"]
             M = len(chunk)
-            index = {int(n): j for j, n in enumerate(chunk)}
-            anc = torch.zeros((M, M), dtype=torch.bool)
-            for j, n in enumerate(chunk):
-                a = int(n)
-                while a > 0:
-                    anc[j, index[a]] = True
-                    a = int(trie.parent[a])
             tmask = torch.full((B, 1, M, past + M), neg, dtype=dtype, device=dev)
             tmask[:, 0, :, :P0] = 0
             tmask[:, 0, :, P0:P0 + S] = torch.where(real[:, None, :], 0.0, neg).to(dtype)
-            tmask[:, 0, :, past:] = torch.where(anc.to(dev), 0.0, neg).to(dtype)[None]
-            depth = torch.as_tensor(trie.depth[chunk], device=dev)
+            anc = torch.as_tensor(step["ancestors"], device=dev)
+            tmask[:, 0, :, past:] = torch.where(anc, 0.0, neg).to(dtype)[None]
+            depth = torch.as_tensor(step["depth"], device=dev)
             tpos = (P0 + lens[:, None] + depth[None, :] - 1).long()
             tids = tok[torch.as_tensor(chunk, device=dev)][None, :].expand(B, M)
             tl = _forward(model, kw, tids, tmask, tpos, cache, 0).float()
             lp = torch.log_softmax(tl, dim=-1)  # (B, M, V)
-            for j, n in enumerate(chunk):
-                kids = torch.nonzero(par == int(n)).flatten()
-                out[:, kids] = lp[:, j, tok[kids]]
+            kids = torch.as_tensor(step["children"], device=dev)
+            rows = torch.as_tensor(step["rows"], device=dev)
+            out[:, kids] = lp[:, rows, tok[kids]]
             past += M
         return out.cpu().numpy()
 
