@@ -344,20 +344,17 @@ def run_generate(clf, texts, repeats, *, batch_size=8):
     gen_cfg = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new,
                                eos_token_id=stops, pad_token_id=pad)
     dev = model.device
+    from judge.scoring import left_pad
 
     def go():
         answers = []
         for s in range(0, len(texts), batch_size):
             prompts = [_prompt_ids(clf, t) for t in texts[s:s + batch_size]]
-            L = max(len(p) for p in prompts)
-            ids = torch.full((len(prompts), L), pad, dtype=torch.long)
-            att = torch.zeros((len(prompts), L), dtype=torch.long)
-            for i, p in enumerate(prompts):
-                ids[i, L - len(p):] = torch.as_tensor(p)
-                att[i, L - len(p):] = 1
+            ids, att = left_pad(prompts, pad, dev)
+            L = ids.shape[1]
             proc = xgr.contrib.hf.LogitsProcessor(compiled)  # single use: one per generate call
             with torch.inference_mode():
-                out = model.generate(input_ids=ids.to(dev), attention_mask=att.to(dev),
+                out = model.generate(input_ids=ids, attention_mask=att,
                                      generation_config=gen_cfg, logits_processor=[proc])
             for row in out[:, L:].tolist():
                 cut = next((j for j, t in enumerate(row) if t in stops), None)

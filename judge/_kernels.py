@@ -92,18 +92,17 @@ def group_by(keys, n_groups):
 
 
 @njit
-def _find_child(c_indptr, c_bytes, c_nodes, s, b):
-    lo = c_indptr[s]
-    hi = c_indptr[s + 1]
+def _search(keys, values, lo, hi, key):
+    """values[i] for the i in [lo, hi) with keys[i] == key (keys sorted there), else -1."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        v = c_bytes[mid]
-        if v < b:
+        v = keys[mid]
+        if v < key:
             lo = mid + 1
-        elif v > b:
+        elif v > key:
             hi = mid
         else:
-            return c_nodes[mid]
+            return values[mid]
     return -1
 
 
@@ -158,7 +157,7 @@ def intersect(
                 elif s < 0:  # depth-1 vocabulary node, encoded as -(first byte) - 1
                     s2 = lvl1[-s - 1, b]
                 else:
-                    s2 = _find_child(v_cindptr, v_cbytes, v_cnodes, s, b)
+                    s2 = _search(v_cbytes, v_cnodes, v_cindptr[s], v_cindptr[s + 1], b)
                 if s2 < 0:
                     continue
                 nt = v_tindptr[s2 + 1] - v_tindptr[s2]
@@ -295,15 +294,4 @@ def fill_bitmask(indptr, toks, nodes, bitmask, n_nodes, n_states, bits):
 @njit
 def next_state(indptr, toks, dest, node, token):
     """Destination of ``token`` at ``node`` (binary search), -1 if not allowed."""
-    lo = indptr[node]
-    hi = indptr[node + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        v = toks[mid]
-        if v < token:
-            lo = mid + 1
-        elif v > token:
-            hi = mid
-        else:
-            return dest[mid]
-    return -1
+    return _search(toks, dest, indptr[node], indptr[node + 1], token)

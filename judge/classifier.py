@@ -19,7 +19,7 @@ import numpy as np
 
 from judge._errors import LabelError, NotCalibratedError
 from judge.prompts import PromptTemplate, label_names_for
-from judge.trie import validate_labels
+from judge.trie import as_label_list, validate_labels
 
 __all__ = ["Classifier", "METHODS"]
 
@@ -126,11 +126,7 @@ class Classifier:
     def __init__(self, labels, model=None, *, tokenizer=None, method="auto", prompt=None,
                  label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False):
-        if isinstance(labels, (str, bytes)):
-            raise LabelError(
-                f"labels must be a sequence of strings, got a single {type(labels).__name__} {labels!r}; "
-                f"wrap it in a list: [{labels!r}].")
-        self.labels = list(labels)
+        self.labels = as_label_list(labels)
         validate_labels(self.labels)
         if method not in METHODS:
             raise ValueError(f"Unknown method {method!r}; valid methods are {METHODS}.")
@@ -384,18 +380,15 @@ class Classifier:
     def _generate(self, prompts, **kwargs):
         import torch
 
+        from judge.scoring import left_pad
+
         tok = self.tokenizer_
         pad = tok.pad_token_id if tok.pad_token_id is not None else self.vocab_.end_token_ids[0]
-        L = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), L), pad, dtype=torch.long)
-        att = torch.zeros((len(prompts), L), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, L - len(p):] = torch.as_tensor(p)
-            att[i, L - len(p):] = 1
-        dev = self.model_.device
+        ids, att = left_pad(prompts, pad, self.model_.device)
+        L = ids.shape[1]
         with torch.inference_mode():
             out = self.model_.generate(
-                input_ids=ids.to(dev), attention_mask=att.to(dev), pad_token_id=pad,
+                input_ids=ids, attention_mask=att, pad_token_id=pad,
                 eos_token_id=list(self.vocab_.end_token_ids), do_sample=False, **kwargs)
         return L, out
 

@@ -27,7 +27,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TokenTrie", "PrefixCache", "score_batch", "brute_force_scores"]
+__all__ = ["TokenTrie", "PrefixCache", "score_batch", "brute_force_scores", "left_pad"]
+
+
+def left_pad(sequences, pad_id: int, device=None):
+    """Left-pad token id lists into a batch, so every row ends at the last column.
+
+    Parameters
+    ----------
+    sequences : list of list of int, length B
+    pad_id : int
+
+    Returns
+    -------
+    ids : LongTensor of shape (B, L)
+    attention : LongTensor of shape (B, L)
+        1 for real tokens, 0 for padding.
+
+    Examples
+    --------
+    >>> ids, att = left_pad([[5, 6], [7]], pad_id=0)
+    >>> ids.tolist(), att.tolist()
+    ([[5, 6], [0, 7]], [[1, 1], [0, 1]])
+    """
+    import torch
+
+    L = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), L), pad_id, dtype=torch.long)
+    att = torch.zeros((len(sequences), L), dtype=torch.long)
+    for i, s in enumerate(sequences):
+        ids[i, L - len(s):] = torch.as_tensor(s, dtype=torch.long)
+        att[i, L - len(s):] = 1
+    return ids.to(device), att.to(device)
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,12 +243,10 @@ def score_batch(model, prefix: PrefixCache, suffixes, trie: TokenTrie | None, *,
         raise ValueError("Every text needs at least one token after the shared prefix.")
     S = int(lens.max())
     P0 = prefix.length
-    pad = torch.as_tensor([S - len(s) for s in suffixes], device=dev)
-    ids = torch.zeros((B, S), dtype=torch.long, device=dev)
-    for b, s in enumerate(suffixes):  # left padding: the answer starts at column S - 1 for every row
-        ids[b, S - len(s):] = torch.as_tensor(s, dtype=torch.long)
+    pad = S - lens
+    ids, att = left_pad(suffixes, 0, dev)  # the answer starts at column S - 1 for every row
     col = torch.arange(S, device=dev)
-    real = col[None, :] >= pad[:, None]  # (B, S)
+    real = att.bool()  # (B, S)
     allow = (col[None, None, :] <= col[None, :, None]) & real[:, None, :]  # (B, S, S) causal over real tokens
     allow |= torch.eye(S, dtype=torch.bool, device=dev)[None]  # padding rows see themselves: never empty
     mask = torch.zeros((B, 1, S, P0 + S), dtype=dtype, device=dev)

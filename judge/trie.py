@@ -30,7 +30,7 @@ import numpy as np
 from judge import _kernels as K
 from judge._errors import LabelError
 
-__all__ = ["ByteTrie", "TrieAutomaton", "validate_labels"]
+__all__ = ["ByteTrie", "TrieAutomaton", "as_label_list", "validate_labels"]
 
 
 _BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
@@ -341,12 +341,23 @@ class TrieAutomaton:
         object.__setattr__(self, name, value)
 
 
-def _encode_labels(labels) -> list[bytes]:
+def as_label_list(labels) -> list:
+    """``labels`` as a list, refusing a lone string (which would split into characters).
+
+    Examples
+    --------
+    >>> as_label_list(("a", "b"))
+    ['a', 'b']
+    """
     if isinstance(labels, (str, bytes)):
         raise LabelError(
             f"labels must be a sequence of strings, got a single {type(labels).__name__} {labels!r}; "
             f"wrap it in a list: [{labels!r}].")
-    labels = list(labels)
+    return list(labels)
+
+
+def _encode_labels(labels) -> list[bytes]:
+    labels = as_label_list(labels)
     try:  # fast path; duplicates are caught by the trie (two labels ending at one node)
         encoded = [lab.encode("utf-8") for lab in labels if not lab.isspace()]
     except AttributeError:
