@@ -1,46 +1,48 @@
-"""``Classifier``: a causal LM as a zero-shot classifier over K labels.
+"""``Classifier``: a causal LM as a zero-shot classifier over K labels (a thin facade).
 
 The constructor only stores its arguments (scikit-learn style); the model is
-loaded, the prompt prefix run and the label structures compiled on first use.
-Every prediction is one of the labels by construction: scores exist only for
-the labels, and decoding is confined to the label automaton.
+loaded, the prompt's shared prefix cached and the labels compiled on first use
+(:class:`judge.scorers.CompiledLabels`, under a lock: two threads never load
+twice). Scoring is done by :class:`judge.engine.Engine`; the fitted state is one
+:class:`judge.calibrator.Calibration`, swapped in one assignment.
 
-What it deliberately does not do: fit model weights. ``calibrate`` fits a
-handful of numbers (label bias, temperature, threshold) on held-out texts.
+Thread safety: ``predict``/``predict_proba``/``decision_function`` may be
+called from several threads (model calls are serialised by the engine's
+lock); ``calibrate`` may run concurrently with them (readers see the old or
+the new calibration, never a mix). Changing a parameter after first use
+recompiles on the next call and drops a calibration fitted for the old one
+(with a warning).
+
+What it deliberately does not do: fit model weights.
 """
 
 from __future__ import annotations
 
-import json
+import threading
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-from judge._errors import LabelError, NotCalibratedError
+from judge._errors import NotCalibratedError
+from judge.calibrator import Calibration, softmax
 from judge.prompts import PromptTemplate, label_names_for
 from judge.trie import as_label_list, validate_labels
 
 __all__ = ["Classifier", "METHODS"]
 
 METHODS = ("auto", "first_token", "exact", "decode")
-_THINK_CUE = "\n\nFinal answer:\n"
-_FORMAT_VERSION = 1
+_PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "device", "think",
+           "think_tokens", "top_k", "decode_above", "end_token")
 
 
-def _softmax(scores: np.ndarray) -> np.ndarray:
-    s = np.asarray(scores, np.float64)
-    m = np.max(s, axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(s - m)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _check_texts(texts) -> list[str]:
+def check_texts(texts) -> list[str]:
+    """Validate a list of texts (a lone string, a dict, non-strings and blanks are errors)."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(
             f"texts must be a list of strings, got a single {type(texts).__name__}; wrap it in a list: "
             f"[{texts[:40]!r}].")
+    if isinstance(texts, dict):
+        raise TypeError("texts must be a list of strings, got a dict; pass list(d.values()) or list(d).")
     try:
         texts = list(texts)
     except TypeError:
@@ -54,6 +56,12 @@ def _check_texts(texts) -> list[str]:
             raise ValueError(
                 f"Text {i} is empty or only whitespace ({t!r}); there is nothing to classify. "
                 f"Remove empty rows first.")
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"Text {i} is not valid Unicode ({err.reason} at position {err.start}, e.g. a lone "
+                f"surrogate); decode your input with errors='replace' first.") from None
     return texts
 
 
@@ -65,14 +73,13 @@ class Classifier:
     labels : sequence of str, length K
         The classes, as the caller names them (``classes_`` keeps this order).
     model : None, str, path or PreTrainedModel
-        ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model;
-        a hub id or local folder; or a loaded model (then pass ``tokenizer``).
+        ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model; a
+        hub id or local folder; or a loaded model (then pass ``tokenizer``).
         Loaded lazily on first use.
     tokenizer : PreTrainedTokenizerBase, optional
     method : {"auto", "first_token", "exact", "decode"}
-        ``auto``: ``decode`` above ``decode_above`` labels, else
-        ``first_token`` when every label starts with a different token, else
-        ``exact``.
+        ``auto``: ``decode`` above ``decode_above`` labels, else ``first_token``
+        when every label starts with a different token, else ``exact``.
     prompt : PromptTemplate or str, optional
         A string is a completion template with ``{text}`` (and ``{labels}``).
     label_names : None, "natural", "raw", dict or list
@@ -81,37 +88,29 @@ class Classifier:
     batch_size : int
         Texts per forward pass.
     device : str, optional
-        Default: CUDA when present, else CPU.
     think : bool
         Let the model write up to ``think_tokens`` tokens of reasoning first,
-        then score the labels after an answer cue.
+        then score the labels after an answer cue (every path, calibration's
+        content-free inputs included).
     top_k : int
-        Labels returned with scores by the ``decode`` path (the rest -inf).
+        Distinct labels returned with exact scores by the ``decode`` path (the rest -inf).
     end_token : {"auto", True, False}
         Add the end-of-answer token to the scored sequences: ``"auto"`` only
         for labels whose tokens are a prefix of another label's.
     progress : bool, optional
         Progress bar (default: when there are more than 4 batches).
     batch_invariant : bool
-        Run one text per forward pass, so every score depends on its text
-        only: bit-identical whatever ``batch_size`` and whatever else is in
-        the call. Costs about 25-35% throughput on CPU (measured on
-        Banking77 with SmolLM2). Off: scores agree across batch sizes to
-        float32 rounding (~2e-5), since CPU matrix kernels round
-        differently for different batch shapes.
-
-    Notes
-    -----
-    On CPU, first use turns on ``torch.set_flush_denormal(True)`` for the
-    process: small models' hidden states drift into denormal floats, which
-    made scoring 5-7x slower here; flushing them changes scores by < 1e-30.
+        One text per forward pass: bit-identical scores whatever ``batch_size``
+        and whatever else is in the call (slower).
 
     Attributes
     ----------
     classes_ : ndarray of object, shape (K,)
     model_, tokenizer_ : the loaded model and tokenizer (after first use)
     method_ : str
-        The scoring path in use.
+        The scoring path in use; ``engine_.path_`` says whether the tree pass
+        or the exact fallback runs it.
+    calibration_ : Calibration or None
     bias_, temperature_, threshold_ : fitted by :meth:`calibrate`
 
     Examples
@@ -119,39 +118,43 @@ class Classifier:
     >>> clf = Classifier(["card_arrival", "exchange_rate"])            # doctest: +SKIP
     >>> clf.predict(["Where is my new card?"])                        # doctest: +SKIP
     array(['card_arrival'], dtype=object)
-    >>> clf.predict_proba(["Where is my new card?"]).shape            # doctest: +SKIP
-    (1, 2)
     """
 
     def __init__(self, labels, model=None, *, tokenizer=None, method="auto", prompt=None,
                  label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False):
+        object.__setattr__(self, "_lock", threading.RLock())
+        object.__setattr__(self, "_compiled", None)
+        object.__setattr__(self, "calibration_", None)
         self.labels = as_label_list(labels)
         validate_labels(self.labels)
         if method not in METHODS:
             raise ValueError(f"Unknown method {method!r}; valid methods are {METHODS}.")
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
         if end_token not in ("auto", True, False):
             raise ValueError(f"end_token must be 'auto', True or False, got {end_token!r}.")
-        self.model = model
-        self.tokenizer = tokenizer
-        self.method = method
-        self.prompt = prompt
-        self.label_names = label_names
-        self.batch_size = batch_size
-        self.device = device
-        self.think = bool(think)
-        self.think_tokens = int(think_tokens)
-        self.top_k = int(top_k)
-        self.decode_above = int(decode_above)
-        self.end_token = end_token
-        self.progress = progress
+        if prompt is not None and not isinstance(prompt, (str, PromptTemplate)):
+            raise TypeError(f"prompt must be a PromptTemplate or a str template, got {type(prompt).__name__}.")
+        self.model, self.tokenizer, self.method, self.prompt = model, tokenizer, method, prompt
+        self.label_names, self.batch_size, self.device = label_names, batch_size, device
+        self.think, self.think_tokens, self.top_k = bool(think), int(think_tokens), int(top_k)
+        self.decode_above, self.end_token, self.progress = int(decode_above), end_token, progress
         self.batch_invariant = bool(batch_invariant)
-        self._ready = False
-        self.bias_ = self.temperature_ = self.threshold_ = None
-        self._calib_proba = self._calib_y = None
         label_names_for(self.labels, label_names)  # fail early on colliding names
+
+    def __setattr__(self, name, value):
+        if name in _PARAMS and self.__dict__.get("_compiled") is not None:
+            if name == "labels":
+                value = as_label_list(value)
+                validate_labels(value)
+            with self._lock:
+                object.__setattr__(self, "_compiled", None)  # recompiled on next use
+                if self.calibration_ is not None and name not in ("tokenizer", "device"):
+                    warnings.warn(f"Changing {name!r} after calibrate() drops the calibration fitted for "
+                                  f"the old setting; call calibrate() again.", stacklevel=2)
+                    object.__setattr__(self, "calibration_", None)
+        object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ setup
     @property
@@ -159,124 +162,139 @@ class Classifier:
         """The labels in column order of ``predict_proba``: ndarray of object, shape (K,)."""
         return np.array(self.labels, dtype=object)
 
+    def setup(self) -> Classifier:
+        """Load the model, cache the prompt prefix and compile the labels now (else on first use).
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> Classifier(["yes", "no"]).setup().method_          # doctest: +SKIP
+        'first_token'
+        """
+        self._setup()
+        return self
+
     def _setup(self):
-        if self._ready:
-            return
-        from judge.models import load_model
-        from judge.scoring import PrefixCache, TokenTrie
-        from judge.vocab import Vocabulary
+        c = self._compiled
+        if c is not None:
+            return c
+        with self._lock:
+            if self._compiled is None:
+                object.__setattr__(self, "_compiled", self._compile())
+            return self._compiled
 
-        model, tok = load_model(self.model, self.tokenizer, device=self.device)
-        self.model_, self.tokenizer_ = model, tok
-        if model.device.type == "cpu":
-            import torch
+    def _compile(self):
+        from judge.engine import Engine
+        from judge.scorers import CompiledLabels
 
-            # Hidden states of small models drift into denormal floats, which x86 CPUs process
-            # 5-10x slower; flushing them to zero (process-wide) changes scores by < 1e-30.
-            torch.set_flush_denormal(True)
+        old = self.__dict__.get("engine_")
+        same = old is not None and old.model is self.model and old.tokenizer is self.tokenizer \
+            and old.device == self.device and old.end_token == self.end_token
+        eng = old if same else Engine(self.model, self.tokenizer, device=self.device, end_token=self.end_token)
+        eng.setup()
+        object.__setattr__(self, "engine_", eng)
+        tok = eng.tokenizer_
         prompt = self.prompt
-        if prompt is None:
-            prompt = PromptTemplate()
-        elif isinstance(prompt, str):
-            prompt = PromptTemplate.from_string(prompt)
-        elif not isinstance(prompt, PromptTemplate):
-            raise TypeError(f"prompt must be a PromptTemplate or a str template, got {type(prompt).__name__}.")
-        self.prompt_ = prompt
-        self.chat_ = prompt.uses_chat(tok)
+        prompt = PromptTemplate() if prompt is None else (
+            PromptTemplate.from_string(prompt) if isinstance(prompt, str) else prompt)
+        chat = prompt.uses_chat(tok)
         names = label_names_for(self.labels, self.label_names)
-        self.names_ = names
-        self.surfaces_ = [prompt.label_prefix(tok) + n for n in names]
-        prefix_text, suffix_t = prompt.split(tok, names)
-        stripped = prefix_text.rstrip(" ")
-        self._lead = prefix_text[len(stripped):]  # trailing spaces belong to the text's first token
-        self._prefix_text = stripped
-        self._tail = suffix_t.split("{text}", 1)[1]
-        self.prefix_ids_ = self._encode(stripped, special=not self.chat_)
-        self._tail_ids = self._encode(self._tail)
-        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        base = Vocabulary.from_tokenizer(tok)
-        ends = list(base.end_token_ids)
-        for e in ([gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])):
-            if e not in ends and e < len(tok):
-                ends.append(int(e))
-        self.vocab_ = Vocabulary.from_tokenizer(tok, end_token_ids=ends)
+        surfaces = [prompt.label_prefix(tok) + n for n in names]
+        prefix, suffix = prompt.split(tok, names)
+        tail = suffix.split("{text}", 1)[1]
+        if not chat:  # completion prompts start with the tokenizer's BOS: write it into the prompt text
+            with_bos = tok("x", add_special_tokens=True)["input_ids"]
+            plain = tok("x", add_special_tokens=False)["input_ids"]
+            if len(with_bos) == len(plain) + 1 and with_bos[1:] == plain and tok.bos_token:
+                prefix = tok.bos_token + prefix
+        root = eng.encode([(prefix, False)])
         K = len(self.labels)
+        seqs = firsts = None
         if self.method == "decode" or (self.method == "auto" and K > self.decode_above):
-            # huge label sets: no per-label tokenization; the automaton allows every tokenization
-            method = "decode"
-            self.label_token_ids_ = None
-            self._max_label_tokens = max(len(x.encode()) for x in self.surfaces_) + 1
+            method, max_tokens = "decode", max(len(x.encode()) for x in surfaces) + 1
         else:
-            self.label_token_ids_ = self._tokenize_labels()
-            firsts = [ids[0] for ids in self.label_token_ids_]
-            if self.method == "auto":
-                method = "first_token" if len(set(firsts)) == K else "exact"
-            else:
-                method = self.method
-            if method == "first_token" and len(set(firsts)) < K:
-                dup = [self.labels[i] for i in range(K) if firsts.count(firsts[i]) > 1][:4]
+            seqs = eng.option_ids(tail, surfaces, what="Label")
+            firsts = np.asarray([s[0] for s in seqs], np.int64)
+            distinct = len(set(firsts.tolist())) == K
+            method = ("first_token" if distinct else "exact") if self.method == "auto" else self.method
+            if method == "first_token" and not distinct:
+                dup = [self.labels[i] for i in range(K) if (firsts == firsts[i]).sum() > 1][:4]
                 raise ValueError(
                     f"method='first_token' needs every label to start with a different token, but {dup} "
                     f"share their first token; use method='exact' (or 'auto').")
-            seqs = [list(x) for x in self.label_token_ids_]
-            end = self.vocab_.end_token_ids[0]
-            if self.end_token is True:
-                seqs = [x + [end] for x in seqs]
-            elif self.end_token == "auto":
-                prefixes = {tuple(x[:j]) for x in seqs for j in range(1, len(x))}
-                seqs = [x + [end] if tuple(x) in prefixes else x for x in seqs]
-            self.scored_token_ids_ = seqs
-            self._trie = TokenTrie.build(seqs)
-            self._max_label_tokens = max(len(x) for x in seqs)
-            self._first_ids = np.asarray(firsts, np.int64)
-        self.method_ = method
-        self._prefix = PrefixCache(model, self.prefix_ids_) if method != "decode" else None
-        self._automaton = None
-        self._ready = True
+            max_tokens = max(len(s) for s in seqs)
+        c = CompiledLabels(eng, prefix, tail, False, names, surfaces, method, root, seqs, firsts,
+                           max_tokens, self.think, self.think_tokens)
+        if method == "decode":
+            from judge.trie import TrieAutomaton
 
-    def _encode(self, text, special=False):
-        return self.tokenizer_(text, add_special_tokens=special)["input_ids"]
-
-    def _tokenize_labels(self) -> list[list[int]]:
-        """Canonical tokens of each label as written right after the prompt (one batched call)."""
-        ctx = self._tail_ids
-        fulls = self.tokenizer_([self._tail + x for x in self.surfaces_], add_special_tokens=False)["input_ids"]
-        out = []
-        for lab, surface, full in zip(self.labels, self.surfaces_, fulls):
-            if full[: len(ctx)] == ctx and len(full) > len(ctx):
-                ids = full[len(ctx):]
-            else:  # the boundary merged with the prompt's end: tokenize the label alone
-                ids = self._encode(surface)
-            bad = [i for i in ids if self.vocab_.special[i]]
-            if not ids or bad:
-                raise LabelError(
-                    f"Label {lab!r} cannot be spelled by this tokenizer's vocabulary: it tokenizes to "
-                    f"{'nothing' if not ids else 'special or unknown token(s) ' + str(self.tokenizer_.convert_ids_to_tokens(bad))}; "
-                    f"give it a name the tokenizer can write (label_names={{...}}).")
-            out.append(ids)
-        return out
+            c.automaton = TrieAutomaton.build(surfaces, eng.vocab_)
+        eng.set_root(root)
+        return c
 
     @property
-    def _step(self) -> int:
-        return 1 if self.batch_invariant else self.batch_size
+    def model_(self):
+        return self._setup().engine.model_
+
+    @property
+    def tokenizer_(self):
+        return self._setup().engine.tokenizer_
+
+    @property
+    def method_(self) -> str:
+        return self._setup().method
 
     @property
     def automaton_(self):
         """The label :class:`~judge.trie.TrieAutomaton` (built on first use)."""
-        self._setup()
-        if self._automaton is None:
+        c = self._setup()
+        if c.automaton is None:
             from judge.trie import TrieAutomaton
 
-            self._automaton = TrieAutomaton.build(self.surfaces_, self.vocab_)
-        return self._automaton
+            c.automaton = TrieAutomaton.build(c.surfaces, c.engine.vocab_)
+        return c.automaton
 
     @property
-    def model_max_length(self) -> int | None:
-        cfg = getattr(self.model_, "config", None)
-        n = getattr(cfg, "max_position_embeddings", None)
-        return int(n) if n else None
+    def surfaces_(self) -> list[str]:
+        """What the model writes for each label right after the prompt (names with the answer's lead)."""
+        return list(self._setup().surfaces)
 
-    # ------------------------------------------------------------ public API
+    @property
+    def scored_token_ids_(self) -> list[list[int]] | None:
+        """The token sequences scored per label (end token appended where the policy says); None on decode."""
+        c = self._setup()
+        return None if c.label_seqs is None else [list(x) for x in c.label_seqs]
+
+    @property
+    def label_token_ids(self) -> list[list[int]]:
+        """Canonical token ids of each label as written after the prompt: list of K lists."""
+        c = self._setup()
+        return c.engine.option_ids(c.tail, c.surfaces, end_token=False)
+
+    def fingerprint(self) -> str:
+        """A digest of everything that changes a score: labels as shown, prompt, path, options, model weights.
+
+        Used to key cached scores (``judge evaluate`` resumes only when it matches).
+
+        Examples
+        --------
+        >>> len(Classifier(["yes", "no"]).fingerprint())       # doctest: +SKIP
+        64
+        """
+        import hashlib
+        import json
+
+        from judge.models import weights_fingerprint
+
+        c = self._setup()
+        spec = {"labels": list(self.labels), "surfaces": c.surfaces, "prefix": c.prefix, "tail": c.tail,
+                "method": c.method, "seqs": c.label_seqs, "think": [c.think, c.think_tokens],
+                "top_k": self.top_k, "path": c.engine.path_, "model": weights_fingerprint(c.engine.model_)}
+        return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+
     def render_prompt(self, text: str) -> str:
         """The exact prompt text up to where the answer starts.
 
@@ -285,41 +303,16 @@ class Classifier:
         >>> Classifier(["yes", "no"]).render_prompt("Is it?").endswith("assistant\\n")   # doctest: +SKIP
         True
         """
-        self._setup()
-        return self._prefix_text + self._lead + _check_texts([text])[0] + self._tail
+        c = self._setup()
+        return "".join(t for t, _ in c.pieces(check_texts([text])[0]))
 
-    @property
-    def label_token_ids(self) -> list[list[int]]:
-        """Canonical token ids of each label as written after the prompt: list of K lists."""
-        self._setup()
-        if self.label_token_ids_ is None:
-            self.label_token_ids_ = self._tokenize_labels()
-        return [list(x) for x in self.label_token_ids_]
+    def prompt_ids(self, text: str) -> list[int]:
+        """Token ids of the prompt for ``text`` (tokenized whole, truncated as scoring would)."""
+        from judge.scorers import prompt_items
 
-    def _suffix_ids(self, texts) -> list[list[int]]:
-        out = []
-        limit = self.model_max_length
-        budget = None
-        if limit:
-            budget = limit - len(self.prefix_ids_) - len(self._tail_ids) - self._max_label_tokens - 1
-            if self.think:
-                budget -= self.think_tokens + 8
-        cut_total, cut_rows = 0, 0
-        for t in texts:
-            ids = self._encode(self._lead + t)
-            if budget is not None and len(ids) > max(budget, 1):
-                keep = max(budget, 1)
-                cut_total += len(ids) - keep
-                cut_rows += 1
-                ids = ids[:keep]
-            out.append(ids + self._tail_ids)
-        if cut_rows:
-            warnings.warn(
-                f"{cut_rows} text(s) were longer than the model's context ({limit} tokens) allows and "
-                f"were truncated, {cut_total} text tokens cut in all; the instructions, label list and "
-                f"answer slot were kept whole.", stacklevel=3)
-        return out
+        return list(prompt_items(self._setup(), check_texts([text]))[0].ids)
 
+    # ------------------------------------------------------------ scoring
     def decision_function(self, texts) -> np.ndarray:
         """Raw per-label log-probabilities, before calibration.
 
@@ -331,182 +324,115 @@ class Classifier:
         -------
         ndarray of float64, shape (n, K)
             ``first_token``: log P(first token); ``exact``: log P(label);
-            ``decode``: sequence log-probabilities of the top ``top_k``
-            labels, ``-inf`` for the rest.
+            ``decode``: exact log P(label + end) of the top ``top_k`` distinct
+            labels found by beam search, ``-inf`` for the rest.
 
         Examples
         --------
         >>> Classifier(["yes", "no"]).decision_function(["Is water wet?"]).shape   # doctest: +SKIP
         (1, 2)
         """
-        texts = _check_texts(texts)
-        self._setup()
+        return self._scores(check_texts(texts))
+
+    def _scores(self, texts) -> np.ndarray:
+        from judge import scorers
+
+        c = self._setup()
         if not texts:
             return np.zeros((0, len(self.labels)))
-        suffixes = self._suffix_ids(texts)
-        if self.method_ == "decode":
-            return self._decode_scores(suffixes)
-        if self.think:
-            suffixes = self._think(suffixes)
-        return self._score(suffixes)
+        step = 1 if self.batch_invariant else self.batch_size
+        show = self.progress if self.progress is not None else len(texts) > 4 * step
+        extras = scorers.think(c, texts, batch_size=step) if c.think else None
+        if c.method == "decode":
+            return scorers.score_decode(c, texts, top_k=self.top_k, batch_size=step, extras=extras)
+        return scorers.score_exact(c, texts, batch_size=step, progress=show, extras=extras)
 
-    def _batches(self, n, desc):
-        from tqdm.auto import tqdm
+    def _bounded(self, texts, cal, mode, eps):
+        """Bounded scoring (judge.bounded) where it applies, else None: (n, K) with NaN where unexpanded."""
+        from judge.bounded import OptionTrie, score_bounded
+        from judge.scorers import prompt_items
 
-        starts = range(0, n, self._step)
-        show = self.progress if self.progress is not None else n > 4 * self._step
-        return tqdm(starts, desc=desc, unit="batch", disable=not show)
+        c = self._setup()
+        if c.method != "exact" or c.think or c.engine.path_ != "tree" or not texts:
+            return None
+        if c.option_trie is None:
+            c.option_trie = OptionTrie(c.label_seqs)
+        if not c.option_trie.prefix_free:
+            return None
+        items = prompt_items(c, texts)
+        scores, fed = score_bounded(
+            c.engine, items, c.option_trie, root=c.root_ids,
+            bias=None if cal is None else cal.bias, temperature=None if cal is None else cal.temperature,
+            mode=mode, eps=eps, batch_size=1 if self.batch_invariant else self.batch_size)
+        c.engine.last_usage_ = {"input_tokens": int(fed)}
+        return scores
 
-    def _score(self, suffixes) -> np.ndarray:
-        from judge.scoring import label_scores, score_batch
-
-        n = len(suffixes)
-        order = sorted(range(n), key=lambda i: -len(suffixes[i]))  # similar lengths share a batch
-        out = np.empty((n, len(self.labels)), np.float64)
-        for s in self._batches(n, "scoring"):
-            idx = order[s:s + self._step]
-            batch = [suffixes[i] for i in idx]
-            if self.method_ == "first_token":
-                lp = score_batch(self.model_, self._prefix, batch, None)
-                out[idx] = lp[:, self._first_ids]
-            else:
-                lp = score_batch(self.model_, self._prefix, batch, self._trie)
-                out[idx] = label_scores(lp, self._trie)
-        return out
-
-    def _full_prompts(self, suffixes):
-        return [list(self.prefix_ids_) + s for s in suffixes]
-
-    def _generate(self, prompts, **kwargs):
-        import torch
-
-        from judge.scoring import left_pad
-
-        tok = self.tokenizer_
-        pad = tok.pad_token_id if tok.pad_token_id is not None else self.vocab_.end_token_ids[0]
-        ids, att = left_pad(prompts, pad, self.model_.device)
-        L = ids.shape[1]
-        with torch.inference_mode():
-            out = self.model_.generate(
-                input_ids=ids, attention_mask=att, pad_token_id=pad,
-                eos_token_id=list(self.vocab_.end_token_ids), do_sample=False, **kwargs)
-        return L, out
-
-    def _think(self, suffixes):
-        cue = self._encode(_THINK_CUE)
-        out = [None] * len(suffixes)
-        ends = set(self.vocab_.end_token_ids)
-        for s in self._batches(len(suffixes), "thinking"):
-            batch = suffixes[s:s + self._step]
-            L, gen = self._generate(self._full_prompts(batch), max_new_tokens=self.think_tokens)
-            for j, row in enumerate(gen[:, L:].tolist()):
-                reasoning = []
-                for t in row:
-                    if t in ends:
-                        break
-                    reasoning.append(t)
-                out[s + j] = batch[j] + reasoning + cue
-        return out
-
-    def _decode_scores(self, suffixes) -> np.ndarray:
-        from judge.processor import TrieLogitsProcessor
-
-        auto = self.automaton_
-        K = len(self.labels)
-        beams = max(1, min(self.top_k, K))
-        out = np.full((len(suffixes), K), -np.inf)
-        max_new = max(len(s.encode()) for s in self.surfaces_) + 1
-        for s in self._batches(len(suffixes), "decoding"):
-            batch = suffixes[s:s + self._step]
-            prompts = self._full_prompts(batch)
-            L = max(len(p) for p in prompts)
-            proc = TrieLogitsProcessor(auto, L)
-            if beams > 1:
-                _, gen = self._generate(
-                    prompts, logits_processor=[proc], num_beams=beams, num_return_sequences=beams,
-                    max_new_tokens=max_new, length_penalty=0.0, early_stopping=True,
-                    output_scores=True, return_dict_in_generate=True)
-                seqs = gen.sequences[:, L:].tolist()
-                scores = gen.sequences_scores.float().cpu().numpy()
-            else:  # greedy: sum the raw log-probabilities of the chosen tokens up to the end token
-                import torch
-
-                _, gen = self._generate(prompts, logits_processor=[proc], max_new_tokens=max_new,
-                                        output_logits=True, return_dict_in_generate=True)
-                seqs = gen.sequences[:, L:].tolist()
-                logp = torch.stack([torch.log_softmax(x.float(), -1) for x in gen.logits], 1)  # (B, T, V)
-                ends = set(self.vocab_.end_token_ids)
-                scores = []
-                for r, seq in enumerate(seqs):
-                    total = 0.0
-                    for j, t in enumerate(seq):
-                        total += float(logp[r, j, t])
-                        if t in ends:
-                            break
-                    scores.append(total)
-            for r, (seq, sc) in enumerate(zip(seqs, scores)):
-                row = s + r // beams
-                state = proc.state(seq[: next((i + 1 for i, t in enumerate(seq)
-                                                if t in self.vocab_.end_token_ids), len(seq))])
-                if state < 0 or not auto.is_accepting(state):
-                    continue
-                lab = auto.label_at(state)
-                out[row, lab] = np.logaddexp(out[row, lab], float(sc))
-        return out
-
-    def predict_proba(self, texts) -> np.ndarray:
+    def predict_proba(self, texts, *, tolerance: float = 0.0) -> np.ndarray:
         """Probability of each label: ndarray of shape (n, K), rows sum to 1, columns in ``classes_`` order.
 
         Calibrated (label bias, temperature) once :meth:`calibrate` has run.
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+        tolerance : float in [0, 1)
+            0 (default): full exact scoring. Above 0, on the exact path: the
+            label trie is expanded only until the probability mass left
+            unexpanded is provably at most ``tolerance`` of what was found, so
+            each row is within total-variation distance ``tolerance`` of the
+            full exact answer (unexpanded labels get probability 0).
 
         Examples
         --------
         >>> Classifier(["yes", "no"]).predict_proba(["Is water wet?"]).sum()   # doctest: +SKIP
         1.0
         """
-        return self._proba_from_scores(self.decision_function(texts))
-
-    def _proba_from_scores(self, scores: np.ndarray) -> np.ndarray:
-        s = np.asarray(scores, np.float64)
-        if getattr(self, "bias_", None) is not None:
-            s = s - self.bias_[None, :]
-        T = getattr(self, "temperature_", None)
-        if T is not None:
-            s = s / T
-        return _softmax(s)
+        if not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance < 1.0):
+            raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}.")
+        cal = self.calibration_
+        texts = check_texts(texts)
+        if tolerance > 0:
+            part = self._bounded(texts, cal, "tolerance", float(tolerance))
+            if part is not None:
+                s = np.where(np.isnan(part), -np.inf, part)
+                return cal.transform(s) if cal is not None else softmax(s)
+        scores = self._scores(texts)
+        return cal.transform(scores) if cal is not None else softmax(scores)
 
     def predict(self, texts, *, abstain: bool = False) -> np.ndarray:
-        """The most probable label of each text.
+        """The most probable label of each text (or None below ``threshold_`` with ``abstain=True``).
 
-        Parameters
-        ----------
-        texts : sequence of str, length n
-        abstain : bool
-            Return ``None`` where the top probability is below ``threshold_``
-            (requires :meth:`calibrate` with a target).
+        On the exact path the answer is exactly the argmax of full exact scoring
+        (after label bias and temperature) but only the subtrees of the label
+        trie that could still win are expanded (``judge.bounded``). With
+        ``abstain=True`` the full distribution is computed (the threshold needs
+        the true top probability).
 
         Returns
         -------
         ndarray of object, shape (n,)
-            Labels from ``classes_`` (or None where abstaining).
 
         Examples
         --------
         >>> Classifier(["yes", "no"]).predict(["Is water wet?"])     # doctest: +SKIP
         array(['yes'], dtype=object)
         """
-        if abstain and getattr(self, "threshold_", None) is None:
+        cal = self.calibration_
+        if abstain and (cal is None or cal.threshold is None):
             raise NotCalibratedError(
                 "This Classifier has no abstention threshold: call calibrate(texts, y, target_accuracy=...) "
                 "or calibrate(texts, y, coverage=...) before predict(abstain=True).")
-        proba = self.predict_proba(texts)
-        return self._labels_from_proba(proba, abstain)
-
-    def _labels_from_proba(self, proba, abstain=False):
+        texts = check_texts(texts)
+        part = None if abstain else self._bounded(texts, cal, "argmax", 0.0)
+        if part is not None:  # the exact argmax, proven by the prefix bound, without full scoring
+            s = np.where(np.isnan(part), -np.inf, part)
+            proba = cal.transform(s) if cal is not None else softmax(s)
+        else:
+            scores = self._scores(texts)
+            proba = cal.transform(scores) if cal is not None else softmax(scores)
         out = self.classes_[np.argmax(proba, axis=1)] if len(proba) else np.empty(0, dtype=object)
         if abstain:
-            out = out.copy()
-            out[proba.max(axis=1) < self.threshold_] = None
+            out[proba.max(axis=1) < cal.threshold] = None
         return out
 
     # ------------------------------------------------------------ calibration
@@ -523,30 +449,29 @@ class Classifier:
         return np.asarray([pos[v] for v in y], np.int64)
 
     def calibrate(self, texts, y, *, bias="auto", temperature=True, target_accuracy=None,
-                  coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]")):
+                  coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]"), scores=None):
         """Fit label-bias correction, temperature and (optionally) an abstention threshold.
+
+        Everything is validated before any text is scored; on any error the
+        fitted state is unchanged.
 
         Parameters
         ----------
         texts : sequence of str, length n
             Held-out texts (a validation split, never the test set).
         y : sequence of labels, length n
-            Their true labels, values from ``classes_``.
         bias : {"auto", "contextual", "batch", None}
             ``contextual``: divide out the label distribution the model gives
-            content-free inputs (``content_free``); ``batch``: divide out the
-            mean distribution over ``texts``; ``auto``: contextual, except
-            none for the ``decode`` path (whose top-k scores leave most labels
-            at -inf).
+            content-free inputs (through the same prompt, reasoning included);
+            ``batch``: the mean distribution over ``texts``; ``auto``:
+            contextual, none on the ``decode`` path.
         temperature : bool
-            Fit one temperature by minimizing NLL on ``texts``.
-        target_accuracy : float, optional
-            Fit ``threshold_``: the lowest confidence whose selected rows reach
-            this accuracy with a Clopper-Pearson lower bound at ``confidence``.
-        coverage : float, optional
-            Fit ``threshold_`` so about this fraction of rows is kept.
+        target_accuracy, coverage : float in (0, 1), optional
+            Fit ``threshold_`` (Clopper-Pearson lower bound at ``confidence``),
+            or keep about this fraction of rows.
         content_free : sequence of str
-            Inputs for contextual calibration.
+        scores : ndarray of shape (n, K), optional
+            ``decision_function(texts)`` computed already (it is not recomputed).
 
         Returns
         -------
@@ -555,9 +480,8 @@ class Classifier:
         Examples
         --------
         >>> clf.calibrate(val.texts, val.labels, target_accuracy=0.9)     # doctest: +SKIP
-        >>> clf.predict(test.texts, abstain=True)                        # doctest: +SKIP
         """
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         yi = self._label_indices(y)
         if len(yi) != len(texts):
             raise ValueError(f"texts and y differ in length ({len(texts)} vs {len(yi)}); pass one label per text.")
@@ -567,79 +491,58 @@ class Classifier:
             raise ValueError(f"Unknown bias {bias!r}; valid values are 'auto', 'contextual', 'batch', None.")
         if target_accuracy is not None and coverage is not None:
             raise ValueError("Pass at most one of target_accuracy and coverage.")
-        scores = self.decision_function(texts)
-        return self._fit_calibration(scores, yi, bias=bias, temperature=temperature,
-                                     target_accuracy=target_accuracy, coverage=coverage,
-                                     confidence=confidence, content_free=content_free)
-
-    def _fit_calibration(self, scores, yi, *, bias="auto", temperature=True, target_accuracy=None,
-                         coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]")):
-        """Fit calibration on already computed ``decision_function`` scores (n, K) and label indices (n,)."""
-        from judge.calibration import (
-            TemperatureScaler,
-            batch_bias,
-            contextual_bias,
-            expected_calibration_error,
-            negative_log_likelihood,
-            select_threshold,
-        )
-
-        self._setup()
+        for name, v in (("target_accuracy", target_accuracy), ("coverage", coverage), ("confidence", confidence)):
+            if v is not None and not (isinstance(v, (int, float)) and 0.0 < float(v) < 1.0 + (name == "coverage")):
+                raise ValueError(f"{name} must be a number in (0, 1){']' if name == 'coverage' else ')'}, got {v!r}.")
+        if scores is not None:
+            scores = np.asarray(scores, np.float64)
+            if scores.shape != (len(texts), len(self.labels)):
+                raise ValueError(f"scores has shape {scores.shape}, expected ({len(texts)}, {len(self.labels)}).")
+        c = self._setup()
         if bias == "auto":
-            bias = None if self.method_ == "decode" else "contextual"
-        if bias == "none":
-            bias = None
+            bias = None if c.method == "decode" else "contextual"
+        bias = None if bias == "none" else bias
+        if scores is None:
+            scores = self._scores(texts)
         b = None
         if bias == "contextual":
-            cf = self._suffix_ids(list(content_free))
-            b = contextual_bias(self._score(cf) if self.method_ != "decode" else self._decode_scores(cf))
+            from judge.calibration import contextual_bias
+
+            b = contextual_bias(self._scores(list(content_free)))
         elif bias == "batch":
+            from judge.calibration import batch_bias
+
             b = batch_bias(scores)
-        if b is not None:
-            finite = np.isfinite(b)
-            b = np.where(finite, b, b[finite].mean() if finite.any() else 0.0)
-        self.bias_ = b
-        self.temperature_ = None
-        raw = _softmax(scores)
-        shifted = scores - (b[None, :] if b is not None else 0.0)
-        if temperature:
-            self.temperature_ = float(TemperatureScaler().fit(shifted, yi).temperature_)
-        proba = self._proba_from_scores(scores)
-        self.threshold_ = None
-        if target_accuracy is not None or coverage is not None:
-            self.threshold_ = float(select_threshold(yi, proba, target_accuracy=target_accuracy,
-                                                     coverage=coverage, confidence=confidence))
-        self._calib_proba, self._calib_y = proba, yi
-        self.calibration_report_ = {
-            "n": int(len(yi)),
-            "bias": bias,
-            "temperature": self.temperature_,
-            "threshold": self.threshold_,
-            "accuracy_raw": float((raw.argmax(1) == yi).mean()),
-            "accuracy": float((proba.argmax(1) == yi).mean()),
-            "ece_raw": float(expected_calibration_error(yi, raw)),
-            "ece": float(expected_calibration_error(yi, proba)),
-            "nll_raw": float(negative_log_likelihood(yi, raw)),
-            "nll": float(negative_log_likelihood(yi, proba)),
-        }
+        cal = Calibration.fit(tuple(self.labels), scores, yi, bias=b, bias_method=bias, temperature=temperature,
+                              target_accuracy=target_accuracy, coverage=coverage, confidence=confidence)
+        object.__setattr__(self, "calibration_", cal)
         return self
 
     @property
     def is_calibrated(self) -> bool:
         """True once :meth:`calibrate` has run."""
-        return getattr(self, "_calib_y", None) is not None
+        return self.calibration_ is not None
+
+    @property
+    def bias_(self):
+        return None if self.calibration_ is None else self.calibration_.bias
+
+    @property
+    def temperature_(self):
+        return None if self.calibration_ is None else self.calibration_.temperature
+
+    @property
+    def threshold_(self):
+        return None if self.calibration_ is None else self.calibration_.threshold
+
+    @property
+    def calibration_report_(self):
+        if self.calibration_ is None:
+            raise NotCalibratedError("This Classifier is not calibrated: call calibrate(texts, y) first.")
+        return self.calibration_.report
 
     def predict_set(self, texts, *, alpha=0.1, method="lac") -> list[list]:
         """Conformal prediction sets: per text, the labels that cover the truth with probability >= 1 - alpha.
-
-        Uses the calibration texts given to :meth:`calibrate` (split conformal,
-        finite-sample quantile).
-
-        Parameters
-        ----------
-        texts : sequence of str, length n
-        alpha : float in (0, 1)
-        method : {"lac", "aps"}
 
         Returns
         -------
@@ -652,120 +555,41 @@ class Classifier:
         """
         from judge.calibration import ConformalPredictor
 
-        if not self.is_calibrated:
+        cal = self.calibration_
+        if cal is None:
             raise NotCalibratedError("This Classifier is not calibrated: call calibrate(texts, y) before predict_set().")
-        cp = ConformalPredictor(method=method, alpha=alpha, non_empty=True).fit(self._calib_y, self._calib_proba)
-        member = cp.predict_set(self.predict_proba(texts))
+        texts = check_texts(texts)
+        if not texts:
+            return []
+        cp = ConformalPredictor(method=method, alpha=alpha, non_empty=True).fit(cal.y, cal.proba)
+        member = cp.predict_set(cal.transform(self.decision_function(texts)))
         return [[self.labels[k] for k in np.flatnonzero(row)] for row in member]
 
     # ------------------------------------------------------------ persistence
-    def save(self, directory) -> Path:
-        """Save labels, prompt, method, model reference and fitted calibration (JSON + safetensors).
+    def save(self, directory, *, model_ref=None):
+        """Save labels, prompt, options, model reference and calibration (JSON + safetensors).
 
-        The model itself is not saved: a hub id, folder or the packaged alias
-        is recorded and loaded again by :meth:`load`.
-
-        Returns
-        -------
-        pathlib.Path
-            The directory.
+        The model itself is not saved: its hub id, folder (relative to
+        ``directory``) or the packaged alias is; a classifier on an in-memory
+        model needs ``model_ref=``. See :mod:`judge.persistence`.
 
         Examples
         --------
-        >>> clf.save("my_classifier")                  # doctest: +SKIP
-        >>> Classifier.load("my_classifier").predict(["hi"])   # doctest: +SKIP
+        >>> clf.save("my_classifier")                           # doctest: +SKIP
+        >>> Classifier.load("my_classifier").predict(["hi"])    # doctest: +SKIP
         """
-        from dataclasses import asdict
+        from judge.persistence import save_classifier
 
-        from safetensors.numpy import save_file
-
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        model_ref = self.model
-        if model_ref is not None and not isinstance(model_ref, (str, Path)):
-            model_ref = getattr(getattr(model_ref, "config", None), "name_or_path", None) or None
-            warnings.warn(
-                f"The classifier holds a model object; its reference {model_ref!r} is saved instead, "
-                f"so pass model=... to Classifier.load if it cannot be loaded from there.", stacklevel=2)
-        prompt = self.prompt
-        if isinstance(prompt, PromptTemplate):
-            prompt = {"template": asdict(prompt)}
-        label_names = self.label_names
-        if isinstance(label_names, dict):
-            label_names = {"mapping": label_names}
-        config = {
-            "format": "trie-judge-classifier", "version": _FORMAT_VERSION,
-            "labels": self.labels, "model": None if model_ref is None else str(model_ref),
-            "method": self.method, "prompt": prompt, "label_names": label_names,
-            "batch_size": self.batch_size, "batch_invariant": self.batch_invariant,
-            "think": self.think, "think_tokens": self.think_tokens,
-            "top_k": self.top_k, "decode_above": self.decode_above, "end_token": self.end_token,
-            "calibration": None,
-        }
-        if self.is_calibrated:
-            config["calibration"] = {
-                "temperature": self.temperature_, "threshold": self.threshold_,
-                "report": self.calibration_report_,
-            }
-            arrays = {"calib_proba": np.ascontiguousarray(self._calib_proba, np.float64),
-                      "calib_y": np.ascontiguousarray(self._calib_y, np.int64)}
-            if self.bias_ is not None:
-                arrays["bias"] = np.ascontiguousarray(self.bias_, np.float64)
-            save_file(arrays, str(d / "calibration.safetensors"))
-        tmp = d / "classifier.json.tmp"
-        tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False))
-        tmp.replace(d / "classifier.json")
-        return d
+        return save_classifier(self, directory, model_ref=model_ref)
 
     @classmethod
     def load(cls, directory, *, model=None, tokenizer=None, device=None) -> Classifier:
-        """Load a classifier saved by :meth:`save` (no pickle: JSON and safetensors only).
+        """Load a classifier saved by :meth:`save` (validated; no pickle); see judge.persistence."""
+        from judge.persistence import load_classifier
 
-        Parameters
-        ----------
-        directory : str or Path
-        model, tokenizer : optional
-            Override the saved model reference (e.g. an already loaded model).
-
-        Examples
-        --------
-        >>> Classifier.load("my_classifier")           # doctest: +SKIP
-        """
-        from safetensors.numpy import load_file
-
-        d = Path(directory)
-        path = d / "classifier.json"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist; pass the directory given to Classifier.save().")
-        try:
-            cfg = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path} is not valid JSON ({err}); was it written by Classifier.save()?") from None
-        if cfg.get("format") != "trie-judge-classifier" or cfg.get("version") != _FORMAT_VERSION:
-            raise ValueError(
-                f"{path} is not a trie-judge classifier of format version {_FORMAT_VERSION} "
-                f"(format={cfg.get('format')!r}, version={cfg.get('version')!r}).")
-        prompt = cfg["prompt"]
-        if isinstance(prompt, dict):
-            prompt = PromptTemplate(**prompt["template"])
-        label_names = cfg["label_names"]
-        if isinstance(label_names, dict):
-            label_names = label_names["mapping"]
-        clf = cls(cfg["labels"], model if model is not None else cfg["model"], tokenizer=tokenizer,
-                  method=cfg["method"], prompt=prompt, label_names=label_names,
-                  batch_size=cfg["batch_size"], device=device, think=cfg["think"],
-                  think_tokens=cfg["think_tokens"], top_k=cfg["top_k"], decode_above=cfg["decode_above"],
-                  end_token=cfg["end_token"], batch_invariant=cfg.get("batch_invariant", False))
-        cal = cfg.get("calibration")
-        if cal:
-            arrays = load_file(str(d / "calibration.safetensors"))
-            clf.bias_ = arrays.get("bias")
-            clf.temperature_ = cal["temperature"]
-            clf.threshold_ = cal["threshold"]
-            clf.calibration_report_ = cal["report"]
-            clf._calib_proba, clf._calib_y = arrays["calib_proba"], arrays["calib_y"]
-        return clf
+        return load_classifier(cls, directory, model=model, tokenizer=tokenizer, device=device)
 
     def __repr__(self):
         model = self.model if self.model is not None else "smollm2-135m-instruct"
         return f"Classifier(K={len(self.labels)}, model={model!r}, method={self.method!r})"
+

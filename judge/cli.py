@@ -98,7 +98,9 @@ def cmd_predict(args) -> int:
         print("judge predict: --abstain needs a calibrated classifier with a threshold (--calibration DIR); "
               "answering every row.", file=sys.stderr)
     proba = clf.predict_proba(texts)
-    labels = clf._labels_from_proba(proba, abstain)
+    labels = clf.classes_[proba.argmax(1)] if len(proba) else np.empty(0, dtype=object)
+    if abstain:
+        labels[proba.max(1) < clf.threshold_] = None
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
         for text, lab, row in zip(texts, labels, proba):
@@ -116,40 +118,40 @@ def cmd_predict(args) -> int:
 # ---------------------------------------------------------------- evaluate
 def _generate_baseline(clf, texts, batch_size):
     """Plain greedy generation with the same prompt; returns raw outputs."""
-    from tqdm.auto import tqdm
+    from judge.scorers import generate_unconstrained
 
-    clf._setup()
-    suffixes = clf._suffix_ids(texts)
-    max_new = clf._max_label_tokens + 8
-    outs = []
-    for s in tqdm(range(0, len(texts), batch_size), desc="generate baseline", unit="batch"):
-        batch = suffixes[s:s + batch_size]
-        L, gen = clf._generate(clf._full_prompts(batch), max_new_tokens=max_new)
-        outs += clf.tokenizer_.batch_decode(gen[:, L:], skip_special_tokens=True)
-    return outs
+    return generate_unconstrained(clf, texts, batch_size=batch_size)
 
 
 def _scores_with_checkpoint(clf, texts, path: Path, chunk: int = 64):
-    """decision_function in chunks, saved after each so an interrupted run resumes."""
+    """decision_function in chunks, saved after each so an interrupted run resumes.
+
+    The scores and their key (a digest of the texts and of everything that changes a score:
+    labels as shown, prompt, path, model weights; ``Classifier.fingerprint``) are written
+    together in one file, atomically, so a stale or half-written checkpoint is never reused.
+    """
     from tqdm.auto import tqdm
 
-    key = hashlib.sha256(json.dumps([clf.labels, texts, str(clf.model), clf.method]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([clf.fingerprint(), texts]).encode()).hexdigest()
     out = np.full((len(texts), len(clf.labels)), np.nan)
-    meta = path.with_suffix(".json")
-    if path.exists() and meta.exists() and json.loads(meta.read_text()).get("key") == key:
-        saved = np.load(path)
-        if saved.shape == out.shape:
-            out = saved
+    path = path.with_suffix(".npz")
+    if path.exists():
+        try:
+            with np.load(path) as saved:
+                if str(saved["key"]) == key and saved["scores"].shape == out.shape:
+                    out = saved["scores"].copy()
+        except (OSError, KeyError, ValueError):
+            pass  # unreadable checkpoint: score again
     done = [i for i in range(0, len(texts), chunk) if not np.isnan(out[i:i + chunk]).any()]
     todo = [i for i in range(0, len(texts), chunk) if i not in done]
     if done:
         print(f"resuming: {len(done)} of {len(done) + len(todo)} chunks already scored in {path}", file=sys.stderr)
     for i in tqdm(todo, desc=f"scoring {path.stem}", unit="chunk", disable=len(todo) < 2):
         out[i:i + chunk] = clf.decision_function(texts[i:i + chunk])
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, out)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, scores=out, key=np.array(key))
         os.replace(tmp, path)
-        meta.write_text(json.dumps({"key": key}))
     return out
 
 
@@ -184,12 +186,14 @@ def cmd_evaluate(args) -> int:
         if args.calibration_limit and args.calibration_limit < len(calib):
             calib = calib.sample(args.calibration_limit, seed=args.seed)
     t0 = time.perf_counter()
-    clf._setup()
+    clf.setup()  # load the model, cache the prompt prefix, compile the labels
     setup_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     scores = _scores_with_checkpoint(clf, texts, out_dir / f"scores_{args.split}.npy")
     score_s = time.perf_counter() - t0
-    raw = cal_proba = clf._proba_from_scores(scores)  # uncalibrated: no bias/temperature yet
+    from judge.calibrator import softmax
+
+    raw = cal_proba = softmax(scores)  # uncalibrated: no bias/temperature yet
     metrics = {
         "dataset": args.dataset, "split": args.split, "options": options, "model": clf.model or "smollm2-135m-instruct",
         "method": clf.method_, "n": len(texts), "n_labels": len(labels),
@@ -203,8 +207,9 @@ def cmd_evaluate(args) -> int:
     if calib is not None:
         cscores = _scores_with_checkpoint(clf, list(calib.texts), out_dir / f"scores_{args.calibrate_on}.npy")
         cy = np.array([pos[v] for v in calib.labels])
-        clf._fit_calibration(cscores, cy, bias=args.bias, target_accuracy=args.target_accuracy)
-        cal_proba = clf._proba_from_scores(scores)
+        clf.calibrate(list(calib.texts), list(calib.labels), scores=cscores, bias=args.bias,
+                      target_accuracy=args.target_accuracy)
+        cal_proba = clf.calibration_.transform(scores)
         metrics["calibration"] = {"split": args.calibrate_on, "n": len(cy), "temperature": clf.temperature_,
                                   "bias": args.bias, "threshold": clf.threshold_}
         metrics["calibrated"] = _metric_block(cal, y, cal_proba)
@@ -225,7 +230,7 @@ def cmd_evaluate(args) -> int:
         t0 = time.perf_counter()
         gen = _generate_baseline(clf, texts, args.batch_size)
         gen_s = time.perf_counter() - t0
-        names = {n: lab for n, lab in zip(clf.names_, labels)}
+        names = {n.strip(): lab for n, lab in zip(clf.surfaces_, labels)}
         loose = {_loose(n): lab for n, lab in names.items()}
         exact = [names.get(g.strip()) for g in gen]
         lenient = [loose.get(_loose(g)) for g in gen]

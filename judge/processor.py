@@ -4,8 +4,9 @@ The state of each sequence is recomputed from its generated tokens (a walk
 through the :class:`~judge.trie.TrieAutomaton` from the root), so the
 processor is a pure function of ``(input_ids, scores)`` given where the prompt
 ends: one processor serves any batch, beam search included, and any number of
-``generate()`` calls with prompts of that length. Walks are memoized, which
-only saves time.
+``generate()`` calls. Give the prompt length once (``prompt_length=``) or per
+call with :meth:`TrieLogitsProcessor.bind`, a cheap view that shares the
+memoized walks (which only save time).
 
 Any tokenization of a label is allowed, not only the canonical one; after a
 label is complete only the end tokens are allowed, and they stay allowed so
@@ -25,23 +26,32 @@ class TrieLogitsProcessor:
     Parameters
     ----------
     automaton : judge.trie.TrieAutomaton
-    prompt_length : int
+    prompt_length : int, optional
         Number of input tokens before generation starts (the padded prompt
-        width passed to ``generate``).
+        width passed to ``generate``). Without it, use :meth:`bind` per call.
 
     Examples
     --------
-    >>> proc = TrieLogitsProcessor(automaton, prompt_length=ids.shape[1])    # doctest: +SKIP
-    >>> model.generate(ids, logits_processor=[proc], max_new_tokens=20)     # doctest: +SKIP
+    >>> proc = TrieLogitsProcessor(automaton)                                         # doctest: +SKIP
+    >>> model.generate(ids, logits_processor=[proc.bind(ids.shape[1])], max_new_tokens=20)  # doctest: +SKIP
     """
 
-    def __init__(self, automaton, prompt_length: int):
-        if int(prompt_length) < 0:
+    def __init__(self, automaton, prompt_length: int | None = None):
+        if prompt_length is not None and int(prompt_length) < 0:
             raise ValueError(f"prompt_length must be >= 0, got {prompt_length}.")
         self.automaton = automaton
-        self.prompt_length = int(prompt_length)
+        self.prompt_length = None if prompt_length is None else int(prompt_length)
         self._memo: dict[tuple, int] = {(): automaton.root}
         self._ends = np.asarray(automaton.end_token_ids, np.int64)
+
+    def bind(self, prompt_length: int) -> TrieLogitsProcessor:
+        """A processor for prompts of ``prompt_length`` tokens sharing this one's automaton and memo."""
+        if int(prompt_length) < 0:
+            raise ValueError(f"prompt_length must be >= 0, got {prompt_length}.")
+        view = object.__new__(TrieLogitsProcessor)
+        view.automaton, view._memo, view._ends = self.automaton, self._memo, self._ends
+        view.prompt_length = int(prompt_length)
+        return view
 
     def state(self, generated) -> int:
         """Automaton state after ``generated`` tokens; -1 if they left the automaton."""
@@ -61,6 +71,10 @@ class TrieLogitsProcessor:
     def __call__(self, input_ids, scores):
         import torch
 
+        if self.prompt_length is None:
+            raise ValueError(
+                "This TrieLogitsProcessor has no prompt length: pass prompt_length= or use "
+                "proc.bind(input_ids.shape[1]) for each generate() call.")
         B, V = scores.shape
         gen = input_ids[:, self.prompt_length:].tolist()
         states = [self.state(g) for g in gen]

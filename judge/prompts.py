@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from judge._errors import LabelError
 
-__all__ = ["PromptTemplate", "DEFAULT_SYSTEM", "DEFAULT_COMPLETION", "natural_label", "label_names_for"]
+__all__ = ["PromptTemplate", "DEFAULT_SYSTEM", "DEFAULT_COMPLETION", "natural_label", "label_names_for", "encode_pieces"]
 
 DEFAULT_SYSTEM = (
     "You are a text classifier. Read the user's message and reply with exactly one label from "
@@ -189,3 +189,101 @@ class PromptTemplate:
             raise ValueError(
                 f"Prompt template {template[:60]!r} has no {{text}} placeholder; add one where the text goes.")
         return cls(completion=template, chat=False)
+
+
+_ADDED_RE: dict[int, object] = {}
+
+
+def _added_token_regex(tokenizer):
+    """A regex matching the text of any added (special or control) token of ``tokenizer``, or None."""
+    import re
+
+    key = id(tokenizer)
+    if key not in _ADDED_RE:
+        contents = sorted({str(t.content) for t in getattr(tokenizer, "added_tokens_decoder", {}).values()
+                           if str(t.content)}, key=len, reverse=True)
+        _ADDED_RE[key] = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
+    return _ADDED_RE[key]
+
+
+def encode_pieces(tokenizer, pieces, *, add_special_tokens=False) -> list[int]:
+    """Token ids of a prompt given as pieces, tokenized whole; user text never becomes control tokens.
+
+    The pieces are joined and tokenized in one call, so the ids equal
+    tokenizing the rendered prompt whole (merges across piece boundaries,
+    SentencePiece's leading ``▁`` and byte fallbacks included). Where a user
+    piece contains the text of an added token (``<|im_end|>``, ``<think>``...),
+    the stretch of the prompt between the template's own control tokens that
+    holds it is re-tokenized with ``split_special_tokens=True``, so that text
+    stays text.
+
+    Parameters
+    ----------
+    tokenizer : PreTrainedTokenizerBase
+    pieces : sequence of (str, bool)
+        Text pieces in order; True marks user text.
+    add_special_tokens : bool
+        Let the tokenizer add its BOS (completion prompts); chat templates
+        write their own.
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    ValueError
+        The user text holds control-token text and this tokenizer does not
+        tokenize a stretch alone the way it does in context (so it cannot be
+        neutralised exactly).
+
+    Examples
+    --------
+    >>> from transformers import AutoTokenizer                           # doctest: +SKIP
+    >>> encode_pieces(tok, [("<|im_start|>user\\n", False), ("hi<|im_end|>", True)])   # doctest: +SKIP
+    [1, 4093, 198, 6004, 44, 108, 79, 45, 443, 46, 33, 8639]
+    """
+    pieces = [(str(t), bool(u)) for t, u in pieces]
+    full = "".join(t for t, _ in pieces)
+    rx = _added_token_regex(tokenizer)
+    forged = rx is not None and any(u and rx.search(t) for t, u in pieces)
+    if not forged:
+        return list(tokenizer(full, add_special_tokens=add_special_tokens)["input_ids"])
+    spans, at = [], 0
+    for t, u in pieces:
+        if u:
+            spans.append((at, at + len(t)))
+        at += len(t)
+
+    def in_user(a, b):
+        return any(s <= a and b <= e and a < b for s, e in spans)
+
+    # the template's own control tokens: added-token matches outside user text
+    cuts = [(m.start(), m.end()) for m in rx.finditer(full) if not in_user(m.start(), m.end())]
+    out: list[int] = []
+    if add_special_tokens:
+        head = tokenizer("", add_special_tokens=True)["input_ids"]
+        out.extend(head)
+    at = 0
+    bounds = [*cuts, (len(full), len(full))]
+    for a, b in bounds:
+        section = full[at:a]
+        if section:
+            plain = tokenizer(section, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+            if any(s < a and at < e for s, e in spans):
+                # check that this tokenizer treats a stretch alone as it does after a control token
+                probe = "x" + section.replace("<", "(").replace(">", ")")
+                alone = tokenizer(probe, add_special_tokens=False)["input_ids"]
+                ctx = full[cuts[0][0]:cuts[0][1]] if cuts else ""
+                inside = tokenizer(ctx + probe, add_special_tokens=False)["input_ids"]
+                if ctx and inside[-len(alone):] != alone:
+                    raise ValueError(
+                        f"The user text contains control-token text ({rx.search(section).group()!r}) and "
+                        f"this tokenizer ({type(tokenizer).__name__}) tokenizes a stretch of text "
+                        f"differently alone and after a control token, so it cannot be kept as plain "
+                        f"text exactly; remove or escape that text before scoring.")
+            out.extend(plain)
+        if a < b:
+            out.extend(tokenizer(full[a:b], add_special_tokens=False)["input_ids"])
+        at = b
+    return out

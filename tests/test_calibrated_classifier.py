@@ -79,8 +79,9 @@ def test_save_load_roundtrip_identical(clf, tiny_llama, tmp_path):
     texts, y = zip(*TRAIN)
     clf.calibrate(texts, y, coverage=0.5)
     before = clf.predict_proba(TEST)
-    with pytest.warns(UserWarning, match="holds a model object"):
+    with pytest.raises(ValueError, match=r"holds a model object \(LlamaForCausalLM\), which cannot be saved by reference"):
         clf.save(tmp_path / "c")
+    clf.save(tmp_path / "c", model_ref="tiny-llama")
     cfg = json.loads((tmp_path / "c" / "classifier.json").read_text())
     assert cfg["labels"] == LABELS and cfg["calibration"]["temperature"] == clf.temperature_
     again = Classifier.load(tmp_path / "c", model=tiny_llama[0], tokenizer=tiny_llama[1])
@@ -96,7 +97,7 @@ def test_load_errors(tmp_path):
     with pytest.raises(ValueError, match=r"is not valid JSON"):
         Classifier.load(tmp_path)
     (tmp_path / "classifier.json").write_text(json.dumps({"format": "other"}))
-    with pytest.raises(ValueError, match=r"is not a trie-judge classifier of format version 1"):
+    with pytest.raises(ValueError, match=r"is not a trie-judge classifier of format version 2"):
         Classifier.load(tmp_path)
 
 

@@ -1,4 +1,8 @@
-"""Classifier scoring: exact == brute force, invariances, path selection, errors."""
+"""Classifier scoring: exact == an independent brute force, invariances, path selection, errors.
+
+The reference (``judge.testing.reference_logprobs``) tokenizes ``render_prompt(text) + label``
+itself and runs one plain causal forward per label: it shares no code with the engine.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import numpy as np
 import pytest
 
 from judge import Classifier, LabelError
-from judge.scoring import TokenTrie, brute_force_scores
+from judge.testing import reference_logprobs, reference_logprobs_ids
 
 BANK = ["card_arrival", "card_linking", "card_not_working", "exchange_rate", "lost_or_stolen_card",
         "pin_blocked", "top_up_failed", "top_up_reverted"]
@@ -20,8 +24,13 @@ def _clf(model_tok, labels, **kw):
 
 
 def _brute(clf, text):
-    ids = clf.prefix_ids_ + clf._suffix_ids([text])[0]
-    return brute_force_scores(clf.model_, ids, clf.scored_token_ids_)
+    """Reference scores: each label (plus the end token's text where it is scored) after the prompt."""
+    tok = clf.tokenizer_
+    end = tok.convert_ids_to_tokens(clf.engine_.end_id_)
+    conts = []
+    for surface, seq in zip(clf.surfaces_, clf.scored_token_ids_):
+        conts.append(surface + (end if seq[-1] == clf.engine_.end_id_ else ""))
+    return reference_logprobs(clf.model_, tok, clf.render_prompt(text), conts)
 
 
 @pytest.mark.parametrize("labels", [
@@ -35,7 +44,9 @@ def test_exact_equals_brute_force_tiny(tiny_llama, labels):
     assert scores.shape == (len(TEXTS), len(labels))
     for i, t in enumerate(TEXTS):
         np.testing.assert_allclose(scores[i], _brute(clf, t), atol=1e-4, rtol=0)
-    assert clf.render_prompt(TEXTS[0]) == clf.tokenizer_.decode(clf.prefix_ids_ + clf._suffix_ids(TEXTS[:1])[0])
+    # the prompt ids are the rendered prompt tokenized whole
+    tok = clf.tokenizer_
+    assert clf.prompt_ids(TEXTS[0]) == tok(clf.render_prompt(TEXTS[0]), add_special_tokens=False)["input_ids"]
 
 
 def test_exact_equals_brute_force_smollm2(smollm2):
@@ -45,29 +56,30 @@ def test_exact_equals_brute_force_smollm2(smollm2):
         np.testing.assert_allclose(scores[i], _brute(clf, t), atol=1e-4, rtol=0)
     proba = clf.predict_proba(TEXTS[:2])
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert clf.engine_.path_ == "tree"
 
 
 def test_end_token_only_where_needed(tiny_llama):
     clf = _clf(tiny_llama, ["card", "card_arrival", "exchange_rate"])
-    clf._setup()
-    end = clf.vocab_.end_token_ids[0]
+    end = clf.engine_.end_id_ if clf.method_ else None
     seqs = clf.scored_token_ids_
     label_ids = clf.label_token_ids
     assert seqs[0] == label_ids[0] + [end]  # "card" is a token prefix of "card arrival"
     assert seqs[1] == label_ids[1] and seqs[2] == label_ids[2]
 
 
-def test_chunked_trie_passes_equal_single_pass(tiny_llama):
-    from judge.scoring import PrefixCache, label_scores, score_batch
+def test_single_pass_equals_fallback_path(tiny_llama):
+    """The tree pass (text + trie in one forward) equals the ordinary causal fallback."""
+    from judge.engine import Engine
 
+    model, tok = tiny_llama
+    tree = _clf(tiny_llama, BANK, method="exact").decision_function(TEXTS)
     clf = _clf(tiny_llama, BANK, method="exact")
-    clf._setup()
-    suffixes = clf._suffix_ids(TEXTS)
-    one = score_batch(clf.model_, clf._prefix, suffixes, clf._trie, max_nodes_per_pass=10_000)
-    many = score_batch(clf.model_, clf._prefix, suffixes, clf._trie, max_nodes_per_pass=2)
-    np.testing.assert_allclose(label_scores(one, clf._trie), label_scores(many, clf._trie), atol=1e-4)
-    no_prefix = score_batch(clf.model_, PrefixCache(clf.model_, []), [clf.prefix_ids_ + s for s in suffixes], clf._trie)
-    np.testing.assert_allclose(label_scores(one, clf._trie), label_scores(no_prefix, clf._trie), atol=1e-4)
+    object.__setattr__(clf, "engine_", Engine(model, tok, path="fallback"))
+    clf.engine_.setup()
+    assert clf.engine_.path_ == "fallback"
+    fb = clf.decision_function(TEXTS)
+    np.testing.assert_allclose(tree, fb, atol=1e-4)
 
 
 def test_permuting_labels_permutes_columns(tiny_llama):
@@ -92,27 +104,43 @@ def test_fast_path_iff_distinct_first_tokens(tiny_llama):
     assert fast.method_ == "first_token"
     s_exact = _clf(tiny_llama, single, method="exact").decision_function(TEXTS)
     np.testing.assert_allclose(s_fast, s_exact, atol=1e-5)
+    # first_token scores are log P(first token) by an independent reference
+    tok = fast.tokenizer_
+    ids = tok(fast.render_prompt(TEXTS[0]), add_special_tokens=False)["input_ids"]
+    ref = reference_logprobs_ids(fast.model_, ids, [[s[0]] for s in fast.label_token_ids])
+    np.testing.assert_allclose(s_fast[0], ref, atol=1e-4)
     shared = _clf(tiny_llama, ["card_arrival", "card_linking"])
-    shared._setup()
     assert shared.method_ == "exact"
     with pytest.raises(ValueError, match=r"method='first_token' needs every label to start with a different token"):
         _clf(tiny_llama, ["card_arrival", "card_linking"], method="first_token").decision_function(TEXTS)
 
 
-def test_decode_path_returns_valid_labels(tiny_llama):
+def test_decode_path_returns_distinct_labels_with_exact_scores(tiny_llama):
     codes = [f"{c}{i:02d}.{j}" for c in "ABC" for i in range(10) for j in range(3)]
     clf = _clf(tiny_llama, codes, method="decode", top_k=3, batch_size=2)
     scores = clf.decision_function(TEXTS[:3])
     assert scores.shape == (3, len(codes))
-    assert (np.isfinite(scores).sum(axis=1) >= 1).all()
+    assert (np.isfinite(scores).sum(axis=1) == 3).all()  # top_k distinct labels, every row
     pred = clf.predict(TEXTS[:3])
     assert set(pred) <= set(codes)
-    proba = clf.predict_proba(TEXTS[:3])
-    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    # the decode scores of the labels it found are their true sequence log-probabilities
-    exact = _clf(tiny_llama, codes, method="exact", end_token=True).decision_function(TEXTS[:1])[0]
-    found = np.isfinite(scores[0])
-    np.testing.assert_allclose(scores[0, found], exact[found], atol=1e-3)
+    np.testing.assert_allclose(clf.predict_proba(TEXTS[:3]).sum(axis=1), 1.0)
+    # the labels it found carry their exact canonical log P(label + end token)
+    exact = _clf(tiny_llama, codes, method="exact", end_token=True).decision_function(TEXTS[:3])
+    found = np.isfinite(scores)
+    np.testing.assert_allclose(scores[found], exact[found], atol=1e-4)
+
+
+def test_greedy_decode_finds_the_exact_argmax_when_it_is_clear(tiny_llama):
+    labels = ["yes", "no", "maybe"]
+    exact = _clf(tiny_llama, labels, method="exact", end_token=True).decision_function(TEXTS)
+    greedy = _clf(tiny_llama, labels, method="decode", top_k=1).decision_function(TEXTS)
+    assert (np.isfinite(greedy).sum(axis=1) == 1).all()
+    # single-token labels followed by the end token: greedy picks the best first token
+    assert (np.argmax(greedy, 1) == np.argmax(exact, 1)).all() or \
+        (np.argmax(greedy, 1) == np.argmax(_clf(tiny_llama, labels, method="first_token")
+                                          .decision_function(TEXTS), 1)).all()
+    found = np.isfinite(greedy)
+    np.testing.assert_allclose(greedy[found], exact[found], atol=1e-4)
 
 
 def test_predict_returns_labels_in_order(tiny_llama):
@@ -122,14 +150,6 @@ def test_predict_returns_labels_in_order(tiny_llama):
     assert pred.dtype == object and list(pred) == [BANK[i] for i in proba.argmax(1)]
     assert list(clf.classes_) == BANK
     assert clf.predict([]).shape == (0,)
-
-
-def test_token_trie_structure():
-    t = TokenTrie.build([[1, 2, 3], [1, 2], [4]])
-    assert t.n_nodes == 5
-    assert t.internal.tolist() == [1, 2]
-    with pytest.raises(ValueError, match="empty token sequence"):
-        TokenTrie.build([[1], []])
 
 
 @pytest.mark.parametrize("texts, exc, message", [

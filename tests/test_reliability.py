@@ -22,13 +22,16 @@ def test_long_text_is_truncated_with_warning(tiny_llama):
     with pytest.warns(UserWarning, match=r"1 text\(s\) were longer than the model's context \(4096 tokens\) allows and were truncated, \d+ text tokens cut"):
         proba = clf.predict_proba([long_text, "short"])
     assert np.isfinite(proba).all()
-    # the instructions, label list and answer slot are intact
-    ids = clf.prefix_ids_ + clf._suffix_ids(["short"])[0]
-    assert ids[-len(clf._tail_ids):] == clf._tail_ids
+    # the instructions, label list and answer slot are intact: the cut prompt starts and ends
+    # like the short one, and fits with room for the longest label
+    short = clf.prompt_ids("short")
     with pytest.warns(UserWarning):
-        cut = clf._suffix_ids([long_text])[0]
-    assert cut[-len(clf._tail_ids):] == clf._tail_ids
-    assert len(clf.prefix_ids_) + len(cut) + clf._max_label_tokens < 4096
+        cut = clf.prompt_ids(long_text)
+    tail = tok(clf.render_prompt("short").split("short", 1)[1], add_special_tokens=False)["input_ids"]
+    assert cut[-len(tail):] == short[-len(tail):] == tail
+    head = tok(clf.render_prompt("short").split("short", 1)[0], add_special_tokens=False)["input_ids"]
+    assert cut[:len(head) - 1] == head[:-1]
+    assert len(cut) + max(len(s) for s in clf.scored_token_ids_) < 4096
 
 
 def test_chat_required_but_missing(tiny_llama):
@@ -140,4 +143,4 @@ def test_label_made_of_underscores_is_shown_as_is(tiny_llama):
     model, tok = tiny_llama
     clf = Classifier(["_", "a_b"], model, tokenizer=tok)
     assert set(clf.predict(["x"])) <= {"_", "a_b"}
-    assert clf.names_ == ["_", "a b"]
+    assert clf.surfaces_ == ["_", "a b"]

@@ -1,0 +1,300 @@
+"""Bounded scoring: the exact argmax (or a distribution within a stated tolerance) while
+expanding only the parts of the label trie that the bound requires.
+
+A label's log-probability is at most that of any prefix of its tokens, so a
+subtree of the option trie whose prefix is already improbable can stay
+unexpanded with a *proof* that none of its labels wins. Scoring runs in
+rounds on one key/value cache per batch: round 0 feeds the prompt and gives
+every first option token; each later round feeds, per text, the few frontier
+nodes whose bound is still competitive; a text stops when
+
+* ``mode="argmax"``: the best complete label's calibrated score
+  ``(log p - b) / T`` is at least the bound of every unexpanded subtree
+  ``(log p(prefix) - min b) / T`` -> exactly the argmax of full exact scoring;
+* ``mode="tolerance"``: the calibrated mass the unexpanded subtrees can hold,
+  ``exp(-min b / T) * m**max(0, 1 - 1/T) * p(prefix)**(1/T)`` summed (m:
+  labels in the subtree; Hölder's inequality for ``T > 1``), is at most
+  ``eps`` times the mass already found -> the distribution that gives the
+  unexpanded labels probability 0 is within total variation ``eps`` of the
+  full exact one.
+
+The bound needs a prefix-free option set (no label's tokens are a prefix of
+another's), which the end-token policy ``"auto"`` guarantees; otherwise the
+caller scores fully.
+
+What it deliberately does not do: run on the fallback path (no tree mask there;
+callers score fully), or order the output (scores are per label).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["OptionTrie", "score_bounded"]
+
+
+class OptionTrie:
+    """The option token sequences as a trie: node 0 is the answer slot.
+
+    Attributes
+    ----------
+    parent, token, depth : ndarray of int64, shape (n_nodes,)
+    children : list of list of int
+    end_node : ndarray of int64, shape (K,)
+        The node of each option's last token.
+    labels_under : list of ndarray
+        Per node, the options whose path passes through it.
+    prefix_free : bool
+
+    Examples
+    --------
+    >>> t = OptionTrie([[5, 6], [5, 7], [8]])
+    >>> t.parent.tolist(), t.end_node.tolist(), t.prefix_free
+    ([-1, 0, 1, 1, 0], [2, 3, 4], True)
+    """
+
+    def __init__(self, seqs):
+        parent, token, depth = [-1], [-1], [0]
+        kids: list[dict] = [{}]
+        ends = []
+        for s in seqs:
+            n = 0
+            for t in s:
+                nxt = kids[n].get(int(t))
+                if nxt is None:
+                    nxt = len(parent)
+                    kids[n][int(t)] = nxt
+                    parent.append(n)
+                    token.append(int(t))
+                    depth.append(depth[n] + 1)
+                    kids.append({})
+                n = nxt
+            ends.append(n)
+        self.parent = np.asarray(parent, np.int64)
+        self.token = np.asarray(token, np.int64)
+        self.depth = np.asarray(depth, np.int64)
+        self.children = [list(k.values()) for k in kids]
+        self.end_node = np.asarray(ends, np.int64)
+        under: list[list[int]] = [[] for _ in parent]
+        for k, e in enumerate(ends):
+            n = e
+            while n >= 0:
+                under[n].append(k)
+                n = int(self.parent[n])
+        self.labels_under = [np.asarray(u, np.int64) for u in under]
+        self.prefix_free = all(not self.children[e] for e in ends) and len(set(ends)) == len(ends)
+
+
+def score_bounded(engine, items, trie: OptionTrie, *, root=(), bias=None, temperature=None,
+                  mode="argmax", eps=0.0, batch_size=8, per_round=8):
+    """Bounded scoring of items that share one option trie (a Classifier's texts).
+
+    Parameters
+    ----------
+    engine : judge.engine.Engine
+        On the tree path.
+    items : list of judge.engine._Item
+    trie : OptionTrie
+        Built from the items' (shared) option sequences; must be prefix-free.
+    bias : ndarray of shape (K,), optional
+    temperature : float, optional
+    mode : {"argmax", "tolerance"}
+    eps : float
+        Total-variation tolerance for ``mode="tolerance"``.
+    per_round : int
+        Frontier nodes fed per text and round.
+
+    Returns
+    -------
+    scores : ndarray of float64, shape (n, K)
+        Exact log P(label) where the label was completed, NaN where not.
+    fed : int
+        Tokens fed to the model in all.
+
+    Examples
+    --------
+    >>> scores, fed = score_bounded(eng, items, OptionTrie(seqs), root=root_ids)   # doctest: +SKIP
+    """
+    if not trie.prefix_free:
+        raise ValueError("score_bounded needs a prefix-free option set (end_token='auto' makes one).")
+    if mode not in ("argmax", "tolerance"):
+        raise ValueError(f"mode must be 'argmax' or 'tolerance', got {mode!r}.")
+    K = len(trie.end_node)
+    b = np.zeros(K) if bias is None else np.asarray(bias, np.float64)
+    T = 1.0 if temperature is None else float(temperature)
+    min_b = np.array([b[u].min() if len(u) else 0.0 for u in trie.labels_under])
+    n_under = np.array([len(u) for u in trie.labels_under], np.float64)
+    hold = n_under ** max(0.0, 1.0 - 1.0 / T)
+    out = np.full((len(items), K), np.nan)
+    fed_total = 0
+    with engine._lock:
+        rid = engine._root(tuple(int(t) for t in root))
+        for s in range(0, len(items), batch_size):
+            idx = list(range(s, min(len(items), s + batch_size)))
+            res, fed = _run_batch(engine, [items[i] for i in idx], trie, rid, b, T, min_b, hold, mode,
+                                  eps, per_round)
+            out[idx] = res
+            fed_total += fed
+    return out, fed_total
+
+
+def _run_batch(engine, items, trie, rid, b, T, min_b, hold, mode, eps, per_round):
+    import torch
+    from transformers import DynamicCache
+
+    from judge.engine import _cache_kw, _lse64, _native_gqa
+
+    model = engine.model_
+    dev = model.device
+    kw = _cache_kw(model)
+    dtype = engine._dtype
+    neg = torch.finfo(dtype).min
+    kind, plan = engine._plan
+    root_ids, kv = rid
+    R = len(root_ids) if kv is not None else 0
+    B = len(items)
+    n_nodes = len(trie.parent)
+    lp = np.full((B, n_nodes), np.nan)  # log P(prefix ending at node)
+    lp[:, 0] = 0.0
+    fed_node = np.zeros((B, n_nodes), bool)
+    # per row: cache columns appended so far -> (kind, id, position)
+    col_node: list[list[int]] = [[] for _ in range(B)]  # option node id, -1 prompt token, -2 padding
+    col_pos: list[list[int]] = [[] for _ in range(B)]
+    lcps = []
+    cache = DynamicCache()
+    if kv is not None:
+        for i, (k, v) in enumerate(kv):
+            cache.update(k.expand(B, *k.shape[1:]), v.expand(B, *v.shape[1:]), i)
+    fed_total = 0
+    active = list(range(B))  # rows of the cache still scoring (cache batch index = position in list)
+    # round 0: the prompts; each row's last prompt token is the answer slot (node 0)
+    todo = {}
+    for r, it in enumerate(items):
+        x = it.ids
+        lcp, lim = 0, min(R, len(x) - 1)
+        while lcp < lim and x[lcp] == root_ids[lcp]:
+            lcp += 1
+        lcps.append(lcp)
+        todo[r] = [("p", t, lcp + j) for j, t in enumerate(x[lcp:])]
+    first = True
+    while active:
+        rows = active
+        N = max(len(todo[r]) for r in rows)
+        C = len(col_node[rows[0]])
+        ids = torch.zeros((len(rows), N), dtype=torch.long)
+        pos = torch.zeros((len(rows), N), dtype=torch.long)
+        masks = {name: np.zeros((len(rows), N, R + C + N), bool) for name in plan}
+        reads = []
+        for bi, r in enumerate(rows):
+            work = todo[r]
+            new_nodes, new_pos = [], []
+            for j, w in enumerate(work):
+                if w[0] == "p":
+                    ids[bi, j], pos[bi, j] = w[1], w[2]
+                    new_nodes.append(-1)
+                else:
+                    n = w[1]
+                    ids[bi, j] = int(trie.token[n])
+                    pos[bi, j] = len(items[r].ids) + int(trie.depth[n]) - 1
+                    new_nodes.append(n)
+                new_pos.append(int(pos[bi, j]))
+            cols_n = np.asarray(col_node[r] + new_nodes + [-2] * (N - len(work)), np.int64)
+            cols_p = np.asarray(col_pos[r] + new_pos + [0] * (N - len(work)), np.int64)
+            key_pos = np.concatenate([np.arange(R), cols_p])
+            for j in range(N):
+                q = C + j
+                if j >= len(work):
+                    allow = np.zeros(R + C + N, bool)
+                    allow[R + q] = True
+                else:
+                    allow = np.zeros(R + C + N, bool)
+                    allow[:lcps[r]] = True
+                    seen = cols_n[: q + 1]
+                    allow[R: R + q + 1] = seen == -1  # the item's prompt tokens (causal: fed before)
+                    if work[j][0] == "n":
+                        anc = []
+                        a = work[j][1]
+                        while a > 0:
+                            anc.append(a)
+                            a = int(trie.parent[a])
+                        allow[R: R + q + 1] |= np.isin(seen, anc)
+                for name, window in plan.items():
+                    m = allow.copy()
+                    if window is not None and j < len(work):
+                        m &= (cols_p[C + j] - key_pos) < window
+                    masks[name][bi, j] = m
+            col_node[r] += new_nodes + [-2] * (N - len(work))
+            col_pos[r] += new_pos + [0] * (N - len(work))
+            if first:
+                reads.append([(len(work) - 1, 0)])
+            else:
+                reads.append([(j, w[1]) for j, w in enumerate(work)])
+        P = max(len(x) for x in reads)
+        keep = torch.zeros((len(rows), P), dtype=torch.long)
+        for bi, rd in enumerate(reads):
+            keep[bi, : len(rd)] = torch.as_tensor([j for j, _ in rd])
+            keep[bi, len(rd):] = rd[-1][0]
+        tmask = {}
+        for name, m in masks.items():
+            t = torch.zeros(m.shape, dtype=dtype)
+            t.masked_fill_(torch.from_numpy(~m), neg)
+            tmask[name] = t[:, None].to(dev)
+        attn = tmask[None] if kind == "single" else tmask
+        with torch.inference_mode(), _native_gqa(dev):
+            o = model(input_ids=ids.to(dev), attention_mask=attn, position_ids=pos.to(dev), use_cache=True,
+                      logits_to_keep=keep.to(dev), **{kw: cache})
+        fed_total += sum(len(todo[r]) for r in rows)
+        logits = o.logits.reshape(len(rows), P, -1)
+        for bi, r in enumerate(rows):
+            rd = reads[bi]
+            lse = _lse64(logits[bi, : len(rd)])
+            for jj, (_, n) in enumerate(rd):
+                fed_node[r, n] = True
+                kids = trie.children[n]
+                if kids:
+                    toks = torch.as_tensor(trie.token[kids])
+                    vals = (logits[bi, jj, toks].double() - lse[jj]).cpu().numpy()
+                    lp[r, kids] = lp[r, n] + vals
+        first = False
+        # choose the next nodes per row, or finish the row
+        still = []
+        for r in rows:
+            nxt = _next_nodes(trie, lp[r], fed_node[r], b, T, min_b, hold, mode, eps, per_round)
+            if nxt:
+                todo[r] = [("n", n) for n in nxt]
+                still.append(r)
+        if len(still) < len(rows) and still:
+            sel = torch.as_tensor([rows.index(r) for r in still], device=dev)
+            cache.batch_select_indices(sel)
+        active = still
+    scores = lp[:, trie.end_node]
+    return scores, fed_total
+
+
+def _next_nodes(trie, lp, fed, b, T, min_b, hold, mode, eps, per_round):
+    """Frontier nodes to feed next for one row, or [] when the bound says stop."""
+    known = np.isfinite(lp)
+    frontier = np.flatnonzero(known & ~fed & np.asarray([bool(c) for c in trie.children]))
+    ends = trie.end_node
+    done = known[ends]
+    if not len(frontier):
+        return []
+    if mode == "argmax":
+        best = np.max((lp[ends][done] - b[done]) / T) if done.any() else -math.inf
+        bound = (lp[frontier] - min_b[frontier]) / T
+        cand = frontier[bound > best]
+        if not len(cand):
+            return []
+        order = np.argsort(-bound[bound > best], kind="stable")
+        return [int(n) for n in cand[order[:per_round]]]
+    from scipy.special import logsumexp
+
+    log_w = -min_b[frontier] / T + np.log(hold[frontier]) + lp[frontier] / T  # log of each subtree's mass bound
+    if done.any() and eps > 0:
+        log_known = logsumexp((lp[ends][done] - b[done]) / T)
+        if logsumexp(log_w) <= math.log(eps) + log_known:
+            return []
+    order = np.argsort(-log_w, kind="stable")
+    return [int(n) for n in frontier[order[:per_round]]]

@@ -1,0 +1,153 @@
+"""The fitted calibration of a classifier, as one frozen object.
+
+:class:`Calibration` holds everything ``Classifier.calibrate`` fits (label
+bias, temperature, abstention threshold, the calibration set's probabilities
+for conformal sets, a report) for one label list. A classifier swaps its
+``calibration_`` in one assignment, so a thread that predicts while another
+calibrates sees the old state or the new one, never a mix.
+
+What it deliberately does not do: score texts (it maps scores to
+probabilities) or read files (``judge.persistence`` does, and validates them
+through :meth:`Calibration.validate`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Calibration", "softmax"]
+
+
+def softmax(scores) -> np.ndarray:
+    """Row-wise softmax in float64, ``-inf`` safe: (n, K) -> (n, K).
+
+    Examples
+    --------
+    >>> softmax(np.array([[0.0, -np.inf]])).tolist()
+    [[1.0, 0.0]]
+    """
+    s = np.asarray(scores, np.float64)
+    m = np.max(s, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """Label bias, temperature and abstention threshold fitted for one label list.
+
+    Parameters
+    ----------
+    labels : tuple of str, length K
+        The label order the arrays refer to.
+    bias : ndarray of float64, shape (K,), or None
+        Subtracted from the log-scores.
+    temperature : float or None
+        Divides the bias-corrected scores (> 0).
+    threshold : float or None
+        Abstain where the top probability is below it (in [0, 1]).
+    proba : ndarray of float64, shape (n, K)
+        Calibrated probabilities of the calibration texts (conformal sets).
+    y : ndarray of int64, shape (n,)
+    report : dict
+    bias_method : str or None
+
+    Examples
+    --------
+    >>> cal = Calibration(("a", "b"), np.zeros(2), 2.0, None, np.full((2, 2), 0.5), np.array([0, 1]))
+    >>> cal.transform(np.array([[0.0, -2.0]])).round(3).tolist()
+    [[0.731, 0.269]]
+    """
+
+    labels: tuple
+    bias: np.ndarray | None
+    temperature: float | None
+    threshold: float | None
+    proba: np.ndarray
+    y: np.ndarray
+    report: dict = field(default_factory=dict)
+    bias_method: str | None = None
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field when any part is inconsistent or out of range."""
+        K = len(self.labels)
+        if K < 1:
+            raise ValueError("calibration.labels is empty; a calibration needs the label list it was fitted on.")
+        if self.bias is not None:
+            b = np.asarray(self.bias)
+            if b.shape != (K,):
+                raise ValueError(f"calibration bias has shape {b.shape}, expected ({K},) for {K} labels.")
+            if not np.all(np.isfinite(b)):
+                raise ValueError("calibration bias holds NaN or infinite values; refit with calibrate().")
+        T = self.temperature
+        if T is not None and not (isinstance(T, (int, float)) and math.isfinite(T) and T > 0):
+            raise ValueError(f"calibration temperature must be a finite number > 0, got {T!r}.")
+        th = self.threshold
+        if th is not None and not (isinstance(th, (int, float)) and 0.0 <= th <= 1.0 + 1e-9):
+            # (just above 1: abstain on every row, what select_threshold returns when no threshold passes)
+            raise ValueError(f"calibration threshold must be a probability in [0, 1], got {th!r}.")
+        p, y = np.asarray(self.proba), np.asarray(self.y)
+        if p.ndim != 2 or p.shape[1] != K or y.shape != (p.shape[0],):
+            raise ValueError(
+                f"calibration arrays do not fit {K} labels: proba has shape {p.shape}, y has shape {y.shape}.")
+        if len(y) and (y.min() < 0 or y.max() >= K):
+            raise ValueError(f"calibration y holds label indices outside [0, {K}).")
+        if not np.all(np.isfinite(p)):
+            raise ValueError("calibration proba holds NaN or infinite values; refit with calibrate().")
+
+    def transform(self, scores) -> np.ndarray:
+        """Calibrated probabilities from raw log-scores: (n, K) -> (n, K), rows sum to 1."""
+        s = np.asarray(scores, np.float64)
+        if self.bias is not None:
+            s = s - self.bias[None, :]
+        if self.temperature is not None:
+            s = s / self.temperature
+        return softmax(s)
+
+    @classmethod
+    def fit(cls, labels, scores, y, *, bias=None, bias_method=None, temperature=True, target_accuracy=None,
+            coverage=None, confidence=0.95) -> Calibration:
+        """Fit temperature (and threshold) on log-scores ``(n, K)`` with true indices ``(n,)``.
+
+        ``bias`` (K,) is a precomputed label bias (contextual or batch);
+        non-finite entries are replaced by the mean of the finite ones.
+        """
+        from judge.calibration import (
+            TemperatureScaler,
+            expected_calibration_error,
+            negative_log_likelihood,
+            select_threshold,
+        )
+
+        scores = np.asarray(scores, np.float64)
+        y = np.asarray(y, np.int64)
+        if bias is not None:
+            b = np.asarray(bias, np.float64)
+            finite = np.isfinite(b)
+            bias = np.where(finite, b, b[finite].mean() if finite.any() else 0.0)
+        shifted = scores - (bias[None, :] if bias is not None else 0.0)
+        T = float(TemperatureScaler().fit(shifted, y).temperature_) if temperature else None
+        draft = cls(tuple(labels), bias, T, None, np.full((len(y), scores.shape[1]), 1.0 / scores.shape[1]), y)
+        proba = draft.transform(scores)
+        th = None
+        if target_accuracy is not None or coverage is not None:
+            th = float(select_threshold(y, proba, target_accuracy=target_accuracy, coverage=coverage,
+                                        confidence=confidence))
+        raw = softmax(scores)
+        report = {
+            "n": int(len(y)), "bias": bias_method, "temperature": T, "threshold": th,
+            "accuracy_raw": float((raw.argmax(1) == y).mean()),
+            "accuracy": float((proba.argmax(1) == y).mean()),
+            "ece_raw": float(expected_calibration_error(y, raw)),
+            "ece": float(expected_calibration_error(y, proba)),
+            "nll_raw": float(negative_log_likelihood(y, raw)),
+            "nll": float(negative_log_likelihood(y, proba)),
+        }
+        return cls(tuple(labels), bias, T, th, proba, y, report, bias_method)

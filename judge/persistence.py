@@ -1,0 +1,191 @@
+"""Saving and loading classifiers: JSON plus safetensors, validated, never pickle.
+
+A saved classifier is a folder with ``classifier.json`` (labels, prompt,
+options, the model *reference*, calibration scalars and report) and, when
+calibrated, ``calibration.safetensors`` (bias, calibration probabilities and
+labels). Loading validates every field and names the one that is wrong: a
+reordered label list, a NaN or non-positive temperature, a threshold outside
+[0, 1], arrays of the wrong shape, missing keys. A model that exists only in
+memory cannot be referenced: saving refuses unless ``model_ref=`` is given,
+and relative model folders are stored relative to the save folder.
+
+What it deliberately does not do: save model weights.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from judge.calibrator import Calibration
+from judge.prompts import PromptTemplate
+
+__all__ = ["save_classifier", "load_classifier", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 2
+_KEYS = ("format", "version", "labels", "model", "method", "prompt", "label_names", "batch_size",
+         "batch_invariant", "think", "think_tokens", "top_k", "decode_above", "end_token", "calibration")
+
+
+def _model_reference(clf, directory: Path, model_ref):
+    ref = clf.model if model_ref is None else model_ref
+    if ref is not None and not isinstance(ref, (str, os.PathLike)):
+        raise ValueError(
+            f"This classifier holds a model object ({type(ref).__name__}), which cannot be saved by "
+            f"reference; pass model_ref='<hub id or folder>' to save(), and model=... to load() if needed.")
+    if ref is None:
+        return {"kind": "packaged", "value": None}
+    p = Path(ref).expanduser()
+    if p.exists():
+        p = p.resolve()
+        try:
+            return {"kind": "path", "value": os.path.relpath(p, directory.resolve())}
+        except ValueError:  # another drive
+            return {"kind": "path", "value": str(p)}
+    return {"kind": "name", "value": str(ref)}
+
+
+def save_classifier(clf, directory, *, model_ref=None) -> Path:
+    """Write ``clf`` to ``directory`` (created); returns the folder.
+
+    Parameters
+    ----------
+    clf : judge.Classifier
+    directory : str or Path
+    model_ref : str, optional
+        Where the model can be loaded from, for a classifier built on an in-memory model.
+
+    Examples
+    --------
+    >>> save_classifier(clf, "my_classifier")                  # doctest: +SKIP
+    PosixPath('my_classifier')
+    """
+    from safetensors.numpy import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    prompt = clf.prompt
+    if isinstance(prompt, PromptTemplate):
+        prompt = {"template": asdict(prompt)}
+    names = clf.label_names
+    if isinstance(names, dict):
+        names = {"mapping": names}
+    config = {
+        "format": "trie-judge-classifier", "version": FORMAT_VERSION,
+        "labels": list(clf.labels), "model": _model_reference(clf, d, model_ref),
+        "method": clf.method, "prompt": prompt, "label_names": names,
+        "batch_size": clf.batch_size, "batch_invariant": clf.batch_invariant,
+        "think": clf.think, "think_tokens": clf.think_tokens, "top_k": clf.top_k,
+        "decode_above": clf.decode_above, "end_token": clf.end_token, "calibration": None,
+    }
+    cal = clf.calibration_
+    if cal is not None:
+        config["calibration"] = {"labels": list(cal.labels), "temperature": cal.temperature,
+                                 "threshold": cal.threshold, "bias_method": cal.bias_method,
+                                 "report": cal.report, "has_bias": cal.bias is not None}
+        arrays = {"calib_proba": np.ascontiguousarray(cal.proba, np.float64),
+                  "calib_y": np.ascontiguousarray(cal.y, np.int64)}
+        if cal.bias is not None:
+            arrays["bias"] = np.ascontiguousarray(cal.bias, np.float64)
+        tmp = d / "calibration.safetensors.tmp"
+        save_file(arrays, str(tmp))
+        tmp.replace(d / "calibration.safetensors")
+    tmp = d / "classifier.json.tmp"
+    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    tmp.replace(d / "classifier.json")
+    return d
+
+
+def _need(cfg, key, path, types):
+    if key not in cfg:
+        raise ValueError(f"{path} lacks the field {key!r}; it was not written by Classifier.save() of this version.")
+    v = cfg[key]
+    if types is not None and not isinstance(v, types):
+        raise ValueError(f"{path}: field {key!r} should be {types}, got {type(v).__name__} ({v!r:.60}).")
+    return v
+
+
+def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
+    """Read a folder written by :func:`save_classifier`, validating every field.
+
+    Examples
+    --------
+    >>> load_classifier(Classifier, "my_classifier")           # doctest: +SKIP
+    Classifier(K=77, model='smollm2-135m-instruct', method='auto')
+    """
+    from safetensors.numpy import load_file
+
+    d = Path(directory)
+    path = d / "classifier.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; pass the directory given to Classifier.save().")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); was it written by Classifier.save()?") from None
+    if not isinstance(cfg, dict) or cfg.get("format") != "trie-judge-classifier" \
+            or cfg.get("version") != FORMAT_VERSION:
+        got = (cfg.get("format"), cfg.get("version")) if isinstance(cfg, dict) else type(cfg).__name__
+        raise ValueError(f"{path} is not a trie-judge classifier of format version {FORMAT_VERSION} (got {got}).")
+    for k in _KEYS:
+        _need(cfg, k, path, None)
+    labels = _need(cfg, "labels", path, list)
+    ref = _need(cfg, "model", path, dict)
+    if model is None:
+        kind, value = ref.get("kind"), ref.get("value")
+        if kind == "packaged":
+            model = None
+        elif kind == "path" and isinstance(value, str):
+            model = str((d / value).resolve()) if not os.path.isabs(value) else value
+        elif kind == "name" and isinstance(value, str):
+            model = value
+        else:
+            raise ValueError(f"{path}: field 'model' is malformed ({ref!r}); pass model=... to load().")
+    prompt = cfg["prompt"]
+    if isinstance(prompt, dict):
+        try:
+            prompt = PromptTemplate(**prompt["template"])
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"{path}: field 'prompt' is malformed ({err}).") from None
+    names = cfg["label_names"]
+    if isinstance(names, dict):
+        names = names.get("mapping")
+    clf = cls(labels, model, tokenizer=tokenizer, method=cfg["method"], prompt=prompt, label_names=names,
+              batch_size=cfg["batch_size"], device=device, think=cfg["think"], think_tokens=cfg["think_tokens"],
+              top_k=cfg["top_k"], decode_above=cfg["decode_above"], end_token=cfg["end_token"],
+              batch_invariant=cfg["batch_invariant"])
+    cal = cfg["calibration"]
+    if cal:
+        if not isinstance(cal, dict):
+            raise ValueError(f"{path}: field 'calibration' should be an object, got {type(cal).__name__}.")
+        for k in ("labels", "temperature", "threshold", "report", "has_bias"):
+            _need(cal, k, f"{path} (calibration)", None)
+        if list(cal["labels"]) != list(labels):
+            raise ValueError(
+                f"{path}: the calibration was fitted for the labels in another order or another set "
+                f"(calibration labels {cal['labels'][:4]}..., classifier labels {labels[:4]}...); the bias "
+                f"would be applied to the wrong labels. Refit with calibrate().")
+        T, th = cal["temperature"], cal["threshold"]
+        if T is not None and not (isinstance(T, (int, float)) and math.isfinite(T) and T > 0):
+            raise ValueError(f"{path}: calibration temperature must be a finite number > 0, got {T!r}.")
+        f = d / "calibration.safetensors"
+        if not f.exists():
+            raise FileNotFoundError(f"{f} is missing; it holds the calibration arrays written by save().")
+        arrays = load_file(str(f))
+        for k in ("calib_proba", "calib_y"):
+            if k not in arrays:
+                raise ValueError(f"{f} lacks the array {k!r}.")
+        if bool(cal["has_bias"]) != ("bias" in arrays):
+            raise ValueError(f"{f}: the bias array is {'missing' if cal['has_bias'] else 'unexpected'}.")
+        try:
+            obj = Calibration(tuple(labels), arrays.get("bias"), T, th, arrays["calib_proba"], arrays["calib_y"],
+                              cal["report"], cal.get("bias_method"))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+        object.__setattr__(clf, "calibration_", obj)
+    return clf

@@ -1,0 +1,190 @@
+"""How a compiled classifier turns texts into label scores: the four paths.
+
+:class:`CompiledLabels` is what a :class:`judge.Classifier` compiles on first
+use: the engine, the prompt split into pieces around the text, the labels'
+surfaces and token sequences, the chosen path. The functions below take it:
+
+* :func:`prompt_items` — texts -> token-level items (whole-prompt
+  tokenization, truncation of the text only, a clear error when the prompt
+  without any text does not fit).
+* :func:`think` — the think-then-answer wrapper: the model writes its
+  reasoning greedily, and the answer cue follows; any path scores after it,
+  and calibration's content-free inputs go through the same wrapper.
+* :func:`score_exact` (``exact`` and ``first_token``) — one pass of the
+  engine over the prompt forest.
+* :func:`score_decode` — beam search through the label automaton for huge
+  label sets, ``top_k`` *distinct* labels, each rescored canonically by the
+  engine (label tokens + end token), every other label ``-inf``.
+
+What it deliberately does not do: calibrate or validate user arguments (the
+Classifier does).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from judge.engine import _Item
+
+__all__ = ["CompiledLabels", "prompt_items", "think", "score_exact", "score_decode", "generate_unconstrained", "THINK_CUE"]
+
+THINK_CUE = "\n\nFinal answer:\n"
+
+
+@dataclass
+class CompiledLabels:
+    """A classifier's compiled state (see the module docstring); built by ``Classifier``."""
+
+    engine: object
+    prefix: str
+    tail: str
+    add_special: bool
+    names: list
+    surfaces: list
+    method: str
+    root_ids: list
+    label_seqs: list | None
+    first_ids: np.ndarray | None
+    max_label_tokens: int
+    think: bool
+    think_tokens: int
+    automaton: object = None
+    option_trie: object = None
+
+    def pieces(self, text: str, extra=()):
+        return [(self.prefix, False), (text, True), (self.tail, False), *extra]
+
+
+def prompt_items(c: CompiledLabels, texts, extras=None) -> list:
+    """Token items for ``texts``; over-long texts are cut in the text only (with a warning)."""
+    eng = c.engine
+    tok = eng.tokenizer_
+    limit = getattr(getattr(eng.model_, "config", None), "max_position_embeddings", None)
+    reserve = c.max_label_tokens + 1 + ((c.think_tokens + 8) if c.think else 0)
+    items, cut_rows, cut_total = [], 0, 0
+    for i, t in enumerate(texts):
+        extra = extras[i] if extras is not None else ()
+        ids = eng.encode(c.pieces(t, extra), add_special_tokens=c.add_special)
+        if limit and len(ids) + reserve > limit:
+            text_ids = tok(t, add_special_tokens=False)["input_ids"]
+            fixed = len(ids) - len(text_ids)
+            keep = limit - reserve - fixed
+            if keep < 1:
+                raise ValueError(
+                    f"The prompt without any text needs {fixed} tokens and the answer up to {reserve}, "
+                    f"but the model's context is {limit} tokens; shorten the label names, leave the label "
+                    f"list out of the prompt (PromptTemplate(max_listed_labels=0)), or use method='decode'.")
+            while keep >= 1:
+                t2 = tok.decode(text_ids[:keep], skip_special_tokens=True)
+                ids = eng.encode(c.pieces(t2, extra), add_special_tokens=c.add_special)
+                if len(ids) + reserve <= limit:
+                    break
+                keep -= max(1, len(ids) + reserve - limit)
+            cut_rows += 1
+            cut_total += len(text_ids) - keep
+        items.append(_Item(ids, c.label_seqs or [[0]], first_only=c.method == "first_token", group=i))
+    if cut_rows:
+        warnings.warn(
+            f"{cut_rows} text(s) were longer than the model's context ({limit} tokens) allows and were "
+            f"truncated, {cut_total} text tokens cut in all; the instructions, label list and answer slot "
+            f"were kept whole.", stacklevel=4)
+    return items
+
+
+def _generate(c: CompiledLabels, prompts, **kwargs):
+    import torch
+
+    from judge.scoring import left_pad
+
+    eng = c.engine
+    tok = eng.tokenizer_
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eng.end_id_
+    ids, att = left_pad(prompts, pad, eng.model_.device)
+    with torch.inference_mode():
+        out = eng.model_.generate(input_ids=ids, attention_mask=att, pad_token_id=pad,
+                                  eos_token_id=list(eng.vocab_.end_token_ids), do_sample=False, **kwargs)
+    return ids.shape[1], out
+
+
+def think(c: CompiledLabels, texts, *, batch_size=8) -> list:
+    """The model's greedy reasoning for each text, then the answer cue: per text, extra prompt pieces."""
+    items = prompt_items(c, texts)
+    ends = set(c.engine.vocab_.end_token_ids)
+    out = []
+    for s in range(0, len(items), batch_size):
+        L, gen = _generate(c, [it.ids for it in items[s:s + batch_size]], max_new_tokens=c.think_tokens)
+        for row in gen[:, L:].tolist():
+            keep = []
+            for t in row:
+                if t in ends:
+                    break
+                keep.append(t)
+            reasoning = c.engine.tokenizer_.decode(keep, skip_special_tokens=True)
+            out.append(((reasoning, True), (THINK_CUE, False)))
+    return out
+
+
+def score_exact(c: CompiledLabels, texts, *, batch_size=8, progress=False, extras=None) -> np.ndarray:
+    """log P(label | prompt) (``exact``) or log P(first token) (``first_token``): (n, K) float64."""
+    items = prompt_items(c, texts, extras)
+    res = c.engine.score_items(items, root=c.root_ids, batch_size=batch_size, progress=progress)
+    return np.stack(res) if res else np.zeros((0, len(c.surfaces)))
+
+
+def score_decode(c: CompiledLabels, texts, *, top_k=5, batch_size=8, extras=None) -> np.ndarray:
+    """Beam search through the automaton; ``top_k`` distinct labels rescored exactly, the rest ``-inf``."""
+    from judge.processor import TrieLogitsProcessor
+
+    eng = c.engine
+    K = len(c.surfaces)
+    top_k = max(1, min(top_k, K))
+    beams = min(K * 4, max(2 * top_k, top_k + 4)) if top_k > 1 else 1
+    items = prompt_items(c, texts, extras)
+    proc = TrieLogitsProcessor(c.automaton)
+    out = np.full((len(items), K), -np.inf)
+    ends = set(eng.vocab_.end_token_ids)
+    max_new = c.max_label_tokens + 1
+    for s in range(0, len(items), batch_size):
+        batch = items[s:s + batch_size]
+        kw = dict(max_new_tokens=max_new)
+        if beams > 1:
+            kw.update(num_beams=beams, num_return_sequences=beams, length_penalty=0.0, early_stopping=True)
+        L = max(len(it.ids) for it in batch)
+        bound = proc.bind(L)
+        _, gen = _generate(c, [it.ids for it in batch], logits_processor=[bound], **kw)
+        seqs = gen[:, L:].tolist()
+        for r, seq in enumerate(seqs):
+            row = s + r // beams
+            cut = next((i + 1 for i, t in enumerate(seq) if t in ends), len(seq))
+            state = bound.state(seq[:cut])
+            if state < 0 or not c.automaton.is_accepting(state):
+                continue
+            lab = c.automaton.label_at(state)
+            found = out[row]
+            if lab is not None and not np.isfinite(found[lab]) and np.isfinite(found).sum() < top_k:
+                found[lab] = 0.0  # mark; rescored below
+    # canonical rescoring of the labels found, with the end token (the model writes the label and stops)
+    ctx = c.tail[-64:]
+    for r, it in enumerate(items):
+        labs = np.flatnonzero(np.isfinite(out[r]))
+        if not len(labs):
+            continue
+        seqs = eng.option_ids(ctx, [c.surfaces[k] for k in labs], end_token=True)
+        res = eng.score_items([_Item(it.ids, seqs)], root=c.root_ids)[0]
+        out[r, labs] = res
+    return out
+
+
+def generate_unconstrained(clf, texts, *, max_new_tokens=None, batch_size=8) -> list[str]:
+    """Plain greedy generation with the classifier's prompt (the unconstrained baseline): n strings."""
+    c = clf._setup()
+    items = prompt_items(c, list(texts))
+    max_new = max_new_tokens or c.max_label_tokens + 8
+    out = []
+    for s in range(0, len(items), batch_size):
+        L, gen = _generate(c, [it.ids for it in items[s:s + batch_size]], max_new_tokens=max_new)
+        out += c.engine.tokenizer_.batch_decode(gen[:, L:], skip_special_tokens=True)
+    return out

@@ -1,0 +1,116 @@
+"""Exact on every architecture, or the exact fallback: never silently wrong.
+
+Tiny random-weight models of many families (``judge.testing.tiny_model``), sliding windows
+shorter than the prompt *and* the cached prefix, real tokenizers (byte-level BPE and
+SentencePiece), sdpa and eager. Every score is checked against ``reference_logprobs``, which
+tokenizes ``render_prompt(text) + label`` itself and runs one plain causal forward per label.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from judge import Classifier
+from judge.testing import ARCHITECTURES, SLIDING_ARCHITECTURES, reference_logprobs, tiny_model
+from tests.conftest import load_tokenizer
+
+LABELS = ["card_arrival", "card_linking", "card", "exchange_rate", "pin_blocked"]
+TEXTS = ["I am still waiting on my card, it has been two weeks now?", "rate for euros"]
+WINDOW = 16  # shorter than the cached prefix (~90 tokens) and than every prompt
+FALLBACK = {"bloom", "falcon_alibi", "gpt_neo", "qwen3_next"}  # no exact tree mask: the fallback runs
+
+
+def _reference(clf, text):
+    tok = clf.tokenizer_
+    end = tok.convert_ids_to_tokens(clf.engine_.end_id_)
+    conts = [s + (end if seq[-1] == clf.engine_.end_id_ else "")
+             for s, seq in zip(clf.surfaces_, clf.scored_token_ids_)]
+    return reference_logprobs(clf.model_, tok, clf.render_prompt(text), conts)
+
+
+def _check(model, tok, labels=LABELS, method="exact", **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback announces itself; asserted through path_
+        clf = Classifier(labels, model, tokenizer=tok, method=method, batch_size=2, **kw)
+        scores = clf.decision_function(TEXTS)
+    for i, t in enumerate(TEXTS):
+        ref = _reference(clf, t)
+        if method == "first_token":
+            ref = None
+        if ref is not None:
+            np.testing.assert_allclose(scores[i], ref, atol=1e-4, rtol=0,
+                                       err_msg=f"{type(model).__name__} path={clf.engine_.path_}")
+    return clf, scores
+
+
+@pytest.fixture(scope="module")
+def smol_tok(smollm2):
+    return smollm2[1]
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_exact_on_every_architecture(arch, smol_tok):
+    window = WINDOW if arch in SLIDING_ARCHITECTURES else None
+    model = tiny_model(arch, smol_tok, sliding_window=window)
+    clf, _ = _check(model, smol_tok)
+    assert clf.engine_.path_ == ("fallback" if arch in FALLBACK else "tree"), clf.engine_.check_
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "gemma2", "gemma3", "qwen2", "phi3", "gpt2"])
+def test_exact_with_eager_attention(arch, smol_tok):
+    window = WINDOW if arch in SLIDING_ARCHITECTURES else None
+    model = tiny_model(arch, smol_tok, sliding_window=window, attn_implementation="eager")
+    clf, _ = _check(model, smol_tok)
+    assert clf.engine_.path_ == "tree"
+
+
+def test_mixed_layer_types_get_a_mask_per_type(smol_tok):
+    """gemma3 with one sliding and one full layer: a dict of masks keyed by layer type."""
+    model = tiny_model("gemma3", smol_tok, sliding_window=WINDOW)
+    assert len(set(model.config.layer_types)) == 2
+    clf, _ = _check(model, smol_tok)
+    assert clf.engine_.check_["plan"] == "dict"
+
+
+@pytest.mark.parametrize("arch", ["mistral", "phi3", "llama"])
+@pytest.mark.parametrize("window", [None, WINDOW])
+def test_sentencepiece_prompts_tokenized_in_context(arch, window):
+    """SentencePiece: the prompt tokenized whole (no stray '▁' where pieces meet)."""
+    if window is not None and arch not in SLIDING_ARCHITECTURES:
+        pytest.skip("no sliding window in this family")
+    from judge.prompts import PromptTemplate
+
+    tok = load_tokenizer("mistral7b")
+    model = tiny_model(arch, tok, sliding_window=window)
+    _check(model, tok, prompt=PromptTemplate(chat=False))
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "gemma3", "qwen3_next", "bloom"])
+def test_first_token_path_on_architectures(arch, smol_tok):
+    window = WINDOW if arch in SLIDING_ARCHITECTURES else None
+    model = tiny_model(arch, smol_tok, sliding_window=window)
+    clf, scores = _check(model, smol_tok, labels=["yes", "no", "maybe"], method="first_token")
+    tok = clf.tokenizer_
+    from judge.testing import reference_logprobs_ids
+
+    for i, t in enumerate(TEXTS):
+        ids = tok(clf.render_prompt(t), add_special_tokens=False)["input_ids"]
+        ref = reference_logprobs_ids(model, ids, [[s[0]] for s in clf.label_token_ids])
+        np.testing.assert_allclose(scores[i], ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "gemma3", "bloom"])
+def test_decode_path_on_architectures(arch, smol_tok):
+    window = WINDOW if arch in SLIDING_ARCHITECTURES else None
+    model = tiny_model(arch, smol_tok, sliding_window=window)
+    codes = [f"{c}{i}.{j}" for c in "AB" for i in range(5) for j in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dec = Classifier(codes, model, tokenizer=smol_tok, method="decode", top_k=3).decision_function(TEXTS)
+        ex = Classifier(codes, model, tokenizer=smol_tok, method="exact", end_token=True).decision_function(TEXTS)
+    found = np.isfinite(dec)
+    assert (found.sum(1) == 3).all()
+    np.testing.assert_allclose(dec[found], ex[found], atol=1e-4)
