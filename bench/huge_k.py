@@ -47,9 +47,9 @@ def main() -> None:
     texts = ["Type 2 diabetes mellitus with hyperglycemia", "Fracture of the neck of the right femur",
              "Acute bronchitis due to respiratory syncytial virus"][: args.n]
     clf = Classifier(labels, model, tokenizer=tok, top_k=args.top_k)
-    clf._setup()
+    clf.setup()
     t0 = time.perf_counter()
-    clf.vocab_.byte_trie()  # per-tokenizer setup, timed apart from the label set's compile
+    clf.engine_.vocab_.byte_trie()  # per-tokenizer setup, timed apart from the label set's compile
     setup_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     auto = clf.automaton_

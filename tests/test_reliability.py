@@ -25,7 +25,7 @@ def test_long_text_is_truncated_with_warning(tiny_llama):
     # the instructions, label list and answer slot are intact: the cut prompt starts and ends
     # like the short one, and fits with room for the longest label
     short = clf.prompt_ids("short")
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning, match=r"1 text\(s\) were longer than the model's context"):
         cut = clf.prompt_ids(long_text)
     tail = tok(clf.render_prompt("short").split("short", 1)[1], add_special_tokens=False)["input_ids"]
     assert cut[-len(tail):] == short[-len(tail):] == tail
@@ -50,11 +50,25 @@ def test_prompt_without_text_placeholder():
         PromptTemplate.from_string("Classify this")
 
 
-def test_unspellable_label_on_decode_path(tiny_llama):
+def test_control_byte_label_on_decode_path(tiny_llama):
+    """Byte-level BPE spells every byte: a label with a NUL byte is reachable and scored exactly."""
     model, tok = tiny_llama
-    clf = Classifier(["ok", "bad\x00label"], model, tokenizer=tok, method="decode")
-    # every byte is spellable with byte-level BPE: the automaton accepts it
-    assert clf.predict(["hi"])[0] in {"ok", "bad\x00label"}
+    clf = Classifier(["ok", "bad\x00label"], model, tokenizer=tok, method="decode", top_k=2)
+    scores = clf.decision_function(["hi"])
+    assert np.isfinite(scores).all()  # both labels found by the beam search and rescored
+    exact = Classifier(["ok", "bad\x00label"], model, tokenizer=tok, method="exact",
+                       end_token=True).decision_function(["hi"])
+    np.testing.assert_allclose(scores, exact, atol=1e-4)
+
+
+def test_unspellable_label_is_refused_by_the_automaton():
+    from judge.trie import TrieAutomaton
+    from judge.vocab import Vocabulary
+
+    vocab = Vocabulary.from_token_bytes([b"o", b"k", b"a", b"b", b"</s>"], special=[False] * 4 + [True],
+                                        end_token_ids=[4])
+    with pytest.raises(LabelError, match=r"cannot be spelled"):
+        TrieAutomaton.build(["ok", "abc"], vocab)
 
 
 def test_deterministic_across_runs(tiny_llama):
