@@ -507,8 +507,10 @@ class Classifier:
         if target_accuracy is not None and coverage is not None:
             raise ValueError("Pass at most one of target_accuracy and coverage.")
         for name, v in (("target_accuracy", target_accuracy), ("coverage", coverage), ("confidence", confidence)):
-            if v is not None and not (isinstance(v, (int, float)) and 0.0 < float(v) < 1.0 + (name == "coverage")):
-                raise ValueError(f"{name} must be a number in (0, 1){']' if name == 'coverage' else ')'}, got {v!r}.")
+            top = 1.0 if name == "coverage" else 1.0 - 1e-12  # coverage may be 1 (keep every row)
+            if v is not None and not (isinstance(v, (int, float)) and 0.0 < float(v) <= top):
+                span = "(0, 1]" if name == "coverage" else "(0, 1)"
+                raise ValueError(f"{name} must be a number in {span}, got {v!r}.")
         if scores is not None:
             scores = np.asarray(scores, np.float64)
             if scores.shape != (len(texts), len(self.labels)):

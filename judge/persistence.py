@@ -136,16 +136,17 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
         _need(cfg, k, path, None)
     labels = _need(cfg, "labels", path, list)
     ref = _need(cfg, "model", path, dict)
+    kind, value = ref.get("kind"), ref.get("value")
+    if kind == "packaged":
+        saved = None
+    elif kind == "path" and isinstance(value, str):
+        saved = str((d / value).resolve()) if not os.path.isabs(value) else value
+    elif kind == "name" and isinstance(value, str):
+        saved = value
+    else:
+        raise ValueError(f"{path}: field 'model' is malformed ({ref!r}); expected kind packaged, path or name.")
     if model is None:
-        kind, value = ref.get("kind"), ref.get("value")
-        if kind == "packaged":
-            model = None
-        elif kind == "path" and isinstance(value, str):
-            model = str((d / value).resolve()) if not os.path.isabs(value) else value
-        elif kind == "name" and isinstance(value, str):
-            model = value
-        else:
-            raise ValueError(f"{path}: field 'model' is malformed ({ref!r}); pass model=... to load().")
+        model = saved
     prompt = cfg["prompt"]
     if isinstance(prompt, dict):
         try:
