@@ -26,6 +26,9 @@ except ImportError:  # pragma: no cover
         return f
 
 
+_BITS32 = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
+
+
 @njit
 def build_trie(data, offsets, order, lengths):
     """Preorder byte trie of the strings ``order`` (sorted lexicographically).
@@ -107,6 +110,21 @@ def _search(keys, values, lo, hi, key):
 
 
 @njit
+def _sort_pairs(toks, dest, start, end, scratch):
+    """Sort ``toks[start:end]`` (distinct) with ``dest`` alongside, without allocating."""
+    m = end - start
+    if m > scratch.shape[0]:
+        scratch = np.empty(m, np.int64)
+    buf = scratch[:m]
+    for i in range(m):
+        buf[i] = (np.int64(toks[start + i]) << 32) | np.int64(dest[start + i])
+    buf.sort()
+    for i in range(m):
+        toks[start + i] = np.int32(buf[i] >> 32)
+        dest[start + i] = np.int32(buf[i] & 0xFFFFFFFF)
+
+
+@njit
 def intersect(
     l_cindptr, l_cnodes, l_byte,  # label trie: children CSR and byte into each node
     l_label,  # label index completed at each node, -1 if none
@@ -138,6 +156,7 @@ def intersect(
     indptr = np.zeros(n_nodes + 1, np.int64)
     stack_u = np.empty(64, np.int32)
     stack_s = np.empty(64, np.int32)
+    scratch = np.empty(n_nodes + 64, np.int64)
     e = 0
     for n in range(n_nodes):
         start = e
@@ -202,11 +221,7 @@ def intersect(
                 dest[e] = n_nodes + lab
                 e += 1
         if e - start > 24:
-            o = np.argsort(toks[start:e], kind="mergesort")
-            tt = toks[start:e][o]
-            dd = dest[start:e][o]
-            toks[start:e] = tt
-            dest[start:e] = dd
+            _sort_pairs(toks, dest, start, e, scratch)
         else:  # insertion sort: slices are short at almost every node
             for i in range(start + 1, e):
                 tv = toks[i]
@@ -295,3 +310,524 @@ def fill_bitmask(indptr, toks, nodes, bitmask, n_nodes, n_states, bits):
 def next_state(indptr, toks, dest, node, token):
     """Destination of ``token`` at ``node`` (binary search), -1 if not allowed."""
     return _search(toks, dest, indptr[node], indptr[node + 1], token)
+
+
+# --------------------------------------------------------------------------- fast compile
+@njit
+def build_trie_msd(data, offsets):
+    """Preorder byte trie of the strings ``data[offsets[i]:offsets[i+1]]``, no prior sort.
+
+    A most-significant-byte radix partition that numbers nodes as it goes
+    (children in byte order, so the numbering equals :func:`build_trie` on
+    the sorted strings). Empty strings get ``node_of == -1``.
+
+    Returns parent, byte_in, depth, node_of and ``dup``: -1, or the id of a
+    string that ends at the same node as an earlier one (a duplicate).
+    """
+    m = offsets.shape[0] - 1
+    total = 0
+    maxlen = 0
+    n_idx = 0
+    for s in range(m):
+        ls = offsets[s + 1] - offsets[s]
+        total += ls
+        if ls > maxlen:
+            maxlen = ls
+        if ls > 0:
+            n_idx += 1
+    cap = total + 1
+    parent = np.full(cap, -1, np.int32)
+    byte_in = np.zeros(cap, np.uint8)
+    depth = np.zeros(cap, np.int32)
+    node_of = np.full(m, -1, np.int32)
+    idx = np.empty(n_idx, np.int64)
+    j = 0
+    for s in range(m):
+        if offsets[s + 1] > offsets[s]:
+            idx[j] = s
+            j += 1
+    tmp = np.empty(n_idx, np.int64)
+    counts = np.zeros(257, np.int64)
+    scap = 255 * (maxlen + 1) + 2
+    st_lo = np.empty(scap, np.int64)
+    st_hi = np.empty(scap, np.int64)
+    st_par = np.empty(scap, np.int32)
+    st_byte = np.empty(scap, np.uint8)
+    st_d = np.empty(scap, np.int32)
+    sp = 0
+    n_nodes = 0
+    dup = -1
+    st_lo[0] = 0
+    st_hi[0] = n_idx
+    st_par[0] = -1
+    st_byte[0] = 0
+    st_d[0] = 0
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        lo = st_lo[sp]
+        hi = st_hi[sp]
+        d = st_d[sp]
+        node = n_nodes
+        n_nodes += 1
+        parent[node] = st_par[sp]
+        byte_in[node] = st_byte[sp]
+        depth[node] = d
+        # strings ending here move to the front
+        e = lo
+        for k in range(lo, hi):
+            s = idx[k]
+            if offsets[s + 1] - offsets[s] == d:
+                if e > lo:
+                    dup = s
+                node_of[s] = node
+                idx[k] = idx[e]
+                idx[e] = s
+                e += 1
+        lo = e
+        if hi - lo == 0:
+            continue
+        if hi - lo == 1:  # one string left: its rest is a chain
+            s = idx[lo]
+            ls = offsets[s + 1] - offsets[s]
+            prev = node
+            for dd in range(d, ls):
+                c = n_nodes
+                n_nodes += 1
+                parent[c] = prev
+                byte_in[c] = data[offsets[s] + dd]
+                depth[c] = dd + 1
+                prev = c
+            node_of[s] = prev
+            continue
+        if hi - lo <= 32:  # insertion sort by the byte at depth d
+            for k in range(lo + 1, hi):
+                s = idx[k]
+                key = data[offsets[s] + d]
+                q = k - 1
+                while q >= lo and data[offsets[idx[q]] + d] > key:
+                    idx[q + 1] = idx[q]
+                    q -= 1
+                idx[q + 1] = s
+        else:  # counting sort
+            for b in range(257):
+                counts[b] = 0
+            for k in range(lo, hi):
+                counts[np.int64(data[offsets[idx[k]] + d]) + 1] += 1
+            for b in range(256):
+                counts[b + 1] += counts[b]
+            for k in range(lo, hi):
+                s = idx[k]
+                b = data[offsets[s] + d]
+                tmp[lo + counts[b]] = s
+                counts[b] += 1
+            for k in range(lo, hi):
+                idx[k] = tmp[k]
+        # runs of equal bytes, pushed in reverse so the smallest byte pops first
+        k = hi
+        while k > lo:
+            b = data[offsets[idx[k - 1]] + d]
+            q = k - 1
+            while q > lo and data[offsets[idx[q - 1]] + d] == b:
+                q -= 1
+            st_lo[sp] = q
+            st_hi[sp] = k
+            st_par[sp] = node
+            st_byte[sp] = b
+            st_d[sp] = d + 1
+            sp += 1
+            k = q
+    return parent[:n_nodes].copy(), byte_in[:n_nodes].copy(), depth[:n_nodes].copy(), node_of, dup
+
+
+@njit
+def subtree_classes(child_indptr, child_nodes, byte_in, terminal):
+    """Classes of nodes whose subtrees are identical (same bytes, shape and terminals).
+
+    Isomorphic subtrees have the same preorder layout, so a node's edges are
+    its class representative's edges shifted by ``node - rep``. Returns
+    ``cls`` (class of each node) and ``rep`` (the first node of each class,
+    the highest id, since nodes are visited from the leaves up).
+    """
+    n = child_indptr.shape[0] - 1
+    cls = np.empty(n, np.int32)
+    rep = np.empty(n, np.int32)
+    chash = np.empty(n, np.int64)
+    size = 1
+    while size < 2 * n + 2:
+        size *= 2
+    mask = size - 1
+    table = np.full(size, -1, np.int32)
+    n_cls = 0
+    for v in range(n - 1, -1, -1):
+        a = child_indptr[v]
+        b = child_indptr[v + 1]
+        h = np.int64(b - a) * np.int64(0x9E3779B1) + np.int64(terminal[v])
+        for k in range(a, b):
+            c = child_nodes[k]
+            h = (h ^ (np.int64(byte_in[c]) << 32) ^ np.int64(cls[c])) * np.int64(0x100000001B3)
+        h ^= h >> 29
+        slot = h & mask
+        found = -1
+        while True:
+            q = table[slot]
+            if q < 0:
+                break
+            if chash[q] == h:
+                r = rep[q]
+                ra = child_indptr[r]
+                if (child_indptr[r + 1] - ra == b - a) and terminal[r] == terminal[v]:
+                    same = True
+                    for k in range(b - a):
+                        c1 = child_nodes[a + k]
+                        c2 = child_nodes[ra + k]
+                        if byte_in[c1] != byte_in[c2] or cls[c1] != cls[c2]:
+                            same = False
+                            break
+                    if same:
+                        found = q
+                        break
+            slot = (slot + 1) & mask
+        if found < 0:
+            found = n_cls
+            table[slot] = n_cls
+            rep[n_cls] = v
+            chash[n_cls] = h
+            n_cls += 1
+        cls[v] = found
+    return cls, rep[:n_cls].copy()
+
+
+@njit
+def intersect_nodes(
+    l_cindptr, l_cnodes, l_byte, l_label,
+    v_cindptr, v_cbytes, v_cnodes, v_tindptr, v_tids,
+    end_ids, todo, l_cbytes,
+):
+    """:func:`intersect` for the label-trie nodes ``todo`` only (CSR over ``todo``'s order)."""
+    n_nodes = l_cindptr.shape[0] - 1
+    root_next = np.full(256, -1, np.int32)
+    for k in range(v_cindptr[0], v_cindptr[1]):
+        root_next[v_cbytes[k]] = v_cnodes[k]
+    lvl1 = np.full((256, 256), -1, np.int32)
+    for b1 in range(256):
+        s1 = root_next[b1]
+        if s1 >= 0:
+            for k in range(v_cindptr[s1], v_cindptr[s1 + 1]):
+                lvl1[b1, v_cbytes[k]] = v_cnodes[k]
+    n_todo = todo.shape[0]
+    cap = 4 * n_todo + 16
+    toks = np.empty(cap, np.int32)
+    dest = np.empty(cap, np.int32)
+    indptr = np.zeros(n_todo + 1, np.int64)
+    stack_u = np.empty(64, np.int32)
+    stack_s = np.empty(64, np.int32)
+    scratch = np.empty(n_nodes + 64, np.int64)
+    e = 0
+    for i in range(n_todo):
+        n = todo[i]
+        start = e
+        stack_u[0] = n
+        stack_s[0] = 0
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            u = stack_u[sp]
+            s = stack_s[sp]
+            la = l_cindptr[u]
+            lb = l_cindptr[u + 1]
+            # deep vocabulary node with fewer children than the label node: walk its children
+            by_vocab = s > 0 and (v_cindptr[s + 1] - v_cindptr[s]) * 4 < lb - la
+            if by_vocab:
+                k_lo = v_cindptr[s]
+                k_hi = v_cindptr[s + 1]
+            else:
+                k_lo = la
+                k_hi = lb
+            for k in range(k_lo, k_hi):
+                if by_vocab:
+                    b = v_cbytes[k]
+                    c = _search(l_cbytes, l_cnodes, la, lb, b)
+                    if c < 0:
+                        continue
+                    s2 = v_cnodes[k]
+                else:
+                    c = l_cnodes[k]
+                    b = l_byte[c]
+                    if s == 0:
+                        s2 = root_next[b]
+                    elif s < 0:
+                        s2 = lvl1[-s - 1, b]
+                    else:
+                        s2 = _search(v_cbytes, v_cnodes, v_cindptr[s], v_cindptr[s + 1], b)
+                    if s2 < 0:
+                        continue
+                nt = v_tindptr[s2 + 1] - v_tindptr[s2]
+                if e + nt > cap:
+                    cap = 2 * cap + nt
+                    t2 = np.empty(cap, np.int32)
+                    d2 = np.empty(cap, np.int32)
+                    t2[:e] = toks[:e]
+                    d2[:e] = dest[:e]
+                    toks = t2
+                    dest = d2
+                for j in range(v_tindptr[s2], v_tindptr[s2 + 1]):
+                    toks[e] = v_tids[j]
+                    dest[e] = c
+                    e += 1
+                if v_cindptr[s2 + 1] > v_cindptr[s2]:
+                    if s == 0:
+                        s2 = -np.int32(b) - 1
+                    if sp == stack_u.shape[0]:
+                        su = np.empty(2 * sp, np.int32)
+                        ss = np.empty(2 * sp, np.int32)
+                        su[:sp] = stack_u[:sp]
+                        ss[:sp] = stack_s[:sp]
+                        stack_u = su
+                        stack_s = ss
+                    stack_u[sp] = c
+                    stack_s[sp] = s2
+                    sp += 1
+        lab = l_label[n]
+        if lab >= 0:
+            ne = end_ids.shape[0]
+            if e + ne > cap:
+                cap = 2 * cap + ne
+                t2 = np.empty(cap, np.int32)
+                d2 = np.empty(cap, np.int32)
+                t2[:e] = toks[:e]
+                d2[:e] = dest[:e]
+                toks = t2
+                dest = d2
+            for j in range(ne):
+                toks[e] = end_ids[j]
+                dest[e] = n_nodes + lab
+                e += 1
+        if e - start > 24:
+            _sort_pairs(toks, dest, start, e, scratch)
+        else:
+            for a in range(start + 1, e):
+                tv = toks[a]
+                dv = dest[a]
+                j = a - 1
+                while j >= start and toks[j] > tv:
+                    toks[j + 1] = toks[j]
+                    dest[j + 1] = dest[j]
+                    j -= 1
+                toks[j + 1] = tv
+                dest[j + 1] = dv
+        indptr[i + 1] = e
+    return indptr, toks[:e].copy(), dest[:e].copy()
+
+
+@njit
+def expand_classes(cls, rep, r_indptr, r_toks, r_dest, node_label, n_nodes):
+    """Every node's edges from its class representative's (``r_*``: CSR over ``rep``)."""
+    n = cls.shape[0]
+    indptr = np.zeros(n + 1, np.int64)
+    for v in range(n):
+        c = cls[v]
+        indptr[v + 1] = indptr[v] + r_indptr[c + 1] - r_indptr[c]
+    e_total = indptr[n]
+    toks = np.empty(e_total, np.int32)
+    dest = np.empty(e_total, np.int32)
+    for v in range(n):
+        c = cls[v]
+        off = v - rep[c]
+        e = indptr[v]
+        for k in range(r_indptr[c], r_indptr[c + 1]):
+            toks[e] = r_toks[k]
+            d = r_dest[k]
+            dest[e] = n_nodes + node_label[v] if d >= n_nodes else d + off
+            e += 1
+    return indptr, toks, dest
+
+
+def _fill_rows(tab, nodes, bitmask):
+    """Packed rows from the automaton's single table (see ``TrieAutomaton._tab``).
+
+    ``tab`` = [n_nodes, n_states, words, indptr (n_nodes + 1 entries), token ids].
+    Returns -1, -2 when ``bitmask`` is too small, or the first bad row.
+    See :func:`fill_rows` for the argument types.
+    """
+    n_nodes = tab[0]
+    n_states = tab[1]
+    words = bitmask.shape[1]
+    if bitmask.shape[0] < nodes.shape[0] or words < tab[2]:
+        return -2
+    base = 3 + n_nodes + 1
+    for r in range(nodes.shape[0]):
+        n = nodes[r]
+        if n < 0 or n >= n_states:
+            return r
+        row = bitmask[r]
+        row[:] = 0
+        if n >= n_nodes:
+            continue
+        for k in range(tab[3 + n], tab[4 + n]):
+            t = tab[base + k]
+            w = t >> 5
+            if w < words:
+                row[w] |= _BITS32[t & 31]
+    return -1
+
+
+def _jit_disabled() -> bool:
+    from numba.core import config
+
+    return bool(config.DISABLE_JIT)
+
+
+def fill_rows(tab, nodes, bitmask):  # noqa: F811 - replaces itself on the first call
+    """:func:`_fill_rows` compiled for exactly (read-only int32 ``tab``, int64 ``nodes``,
+    int32 2-D ``bitmask``): other argument types raise ``TypeError`` instead of
+    compiling a new version, so callers try it first and check only on failure.
+
+    Compiled (or loaded from the cache) on the first call, which replaces this
+    function in the module.
+    """
+    global fill_rows
+    if HAVE_NUMBA and not _jit_disabled():
+        from numba import types as T
+
+        tab_t = T.Array(T.int32, 1, "C", readonly=True)
+        sigs = [T.int64(tab_t, T.Array(T.int64, 1, a), T.Array(T.int32, 2, b))
+                for a, b in (("C", "C"), ("A", "A"))]
+        fill_rows = _njit(sigs, cache=True, nogil=True)(_fill_rows)
+    else:  # pragma: no cover
+        def _checked(tab, nodes, bitmask):
+            for a, dt, nd in ((nodes, np.int64, 1), (bitmask, np.int32, 2)):
+                if type(a) is not np.ndarray or a.dtype != dt or a.ndim != nd:
+                    raise TypeError("fill_rows: expected int64 nodes and an int32 2-D bitmask")
+            return _fill_rows(tab, nodes, bitmask)
+
+        fill_rows = _checked
+    return fill_rows(tab, nodes, bitmask)
+
+
+# --------------------------------------------------------------------------- token classes
+@njit
+def token_classes(indptr, toks, dest, vocab_size):
+    """Partition the tokens by their column (the (node, destination) pairs where allowed).
+
+    Returns ``class_of`` (per token; classes numbered by their smallest token),
+    and the number of classes. Tokens allowed nowhere share one class.
+    Columns are compared exactly (hashes only pick candidates).
+    """
+    n_nodes = indptr.shape[0] - 1
+    n_edges = toks.shape[0]
+    cnt = np.zeros(vocab_size + 1, np.int64)
+    for k in range(n_edges):
+        cnt[toks[k] + 1] += 1
+    for t in range(vocab_size):
+        cnt[t + 1] += cnt[t]
+    t_ptr = cnt.copy()
+    fill = cnt[:-1].copy()
+    t_node = np.empty(n_edges, np.int32)
+    t_dest = np.empty(n_edges, np.int32)
+    for n in range(n_nodes):
+        for k in range(indptr[n], indptr[n + 1]):
+            t = toks[k]
+            t_node[fill[t]] = n
+            t_dest[fill[t]] = dest[k]
+            fill[t] += 1
+    h = np.empty(vocab_size, np.int64)
+    for t in range(vocab_size):
+        x = np.int64(t_ptr[t + 1] - t_ptr[t]) * np.int64(0x9E3779B1)
+        for k in range(t_ptr[t], t_ptr[t + 1]):
+            x = (x ^ (np.int64(t_node[k]) << 21) ^ np.int64(t_dest[k])) * np.int64(0x100000001B3)
+        h[t] = x ^ (x >> 31)
+    order = np.argsort(h, kind="mergesort")  # stable: equal hashes keep token order
+    tmp = np.full(vocab_size, -1, np.int64)
+    reps = np.empty(vocab_size, np.int64)
+    n_tmp = 0
+    i = 0
+    while i < vocab_size:
+        j = i
+        while j < vocab_size and h[order[j]] == h[order[i]]:
+            j += 1
+        first = n_tmp  # classes created for this hash run
+        for q in range(i, j):
+            t = order[q]
+            a = t_ptr[t]
+            la = t_ptr[t + 1] - a
+            for c in range(first, n_tmp):
+                r = reps[c]
+                b = t_ptr[r]
+                if t_ptr[r + 1] - b != la:
+                    continue
+                same = True
+                for k in range(la):
+                    if t_node[a + k] != t_node[b + k] or t_dest[a + k] != t_dest[b + k]:
+                        same = False
+                        break
+                if same:
+                    tmp[t] = c
+                    break
+            if tmp[t] < 0:
+                reps[n_tmp] = t
+                tmp[t] = n_tmp
+                n_tmp += 1
+        i = j
+    remap = np.full(n_tmp, -1, np.int32)
+    class_of = np.empty(vocab_size, np.int32)
+    n_cls = 0
+    for t in range(vocab_size):
+        c = tmp[t]
+        if remap[c] < 0:
+            remap[c] = n_cls
+            n_cls += 1
+        class_of[t] = remap[c]
+    return class_of, n_cls
+
+
+@njit
+def class_edges(indptr, toks, dest, class_of, rep_of_class):
+    """Per node, the classes allowed there (one edge per class, at its smallest token)."""
+    n_nodes = indptr.shape[0] - 1
+    c_ptr = np.zeros(n_nodes + 1, np.int64)
+    c_ids = np.empty(toks.shape[0], np.int32)
+    c_dest = np.empty(toks.shape[0], np.int32)
+    e = 0
+    for n in range(n_nodes):
+        for k in range(indptr[n], indptr[n + 1]):
+            t = toks[k]
+            c = class_of[t]
+            if rep_of_class[c] == t:
+                c_ids[e] = c
+                c_dest[e] = dest[k]
+                e += 1
+        c_ptr[n + 1] = e
+    return c_ptr, c_ids[:e].copy(), c_dest[:e].copy()
+
+
+@njit
+def fill_from_classes(c_ptr, c_ids, m_ptr, m_toks, nodes, n_nodes, bitmask):
+    """Packed rows by expanding each allowed class into its member tokens (CSR ``m_*``)."""
+    words = bitmask.shape[1]
+    for r in range(nodes.shape[0]):
+        n = nodes[r]
+        row = bitmask[r]
+        row[:] = 0
+        if n >= n_nodes:
+            continue
+        for k in range(c_ptr[n], c_ptr[n + 1]):
+            c = c_ids[k]
+            for j in range(m_ptr[c], m_ptr[c + 1]):
+                t = m_toks[j]
+                w = t >> 5
+                if w < words:
+                    row[w] |= _BITS32[t & 31]
+
+
+@njit
+def class_bit_table(c_ptr, c_ids, n_classes):
+    """Per node, the allowed classes as packed bits: shape (n_nodes, ceil(n_classes / 32))."""
+    n_nodes = c_ptr.shape[0] - 1
+    cw = (n_classes + 31) // 32
+    table = np.zeros((n_nodes, cw), np.int32)
+    for n in range(n_nodes):
+        for k in range(c_ptr[n], c_ptr[n + 1]):
+            c = c_ids[k]
+            table[n, c >> 5] |= _BITS32[c & 31]
+    return table

@@ -9,6 +9,13 @@ complete and lead to that label's accepting state. Nodes from which no label
 can be completed (possible only with vocabularies that cannot spell every
 byte) are pruned, so every admitted prefix can be finished.
 
+Nodes whose subtrees are identical (same bytes and the same label ends
+below them) have the same edges, shifted by their distance in preorder, so
+the intersection is computed once per class of identical subtrees (the
+minimized trie, found by hashing bottom-up with exact comparison) and copied
+to the other members; label sets built from a small vocabulary of parts
+(tool names, codes) have several times fewer classes than nodes.
+
 The result is stored as CSR arrays (``indptr``, ``token_ids``, ``next_nodes``)
 grouped by node and sorted by token id, never as dense per-node masks; a
 packed bitmask row (xgrammar's layout) is made from a slice on demand.
@@ -34,6 +41,8 @@ __all__ = ["ByteTrie", "TrieAutomaton", "as_label_list", "validate_labels"]
 
 
 _BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
+# Below this ratio of subtree classes to nodes, edges are computed once per class.
+_CLASS_RATIO = 0.9
 
 
 def _readonly(*arrays):
@@ -86,11 +95,7 @@ class ByteTrie:
     @classmethod
     def build(cls, data: np.ndarray, offsets: np.ndarray) -> ByteTrie:
         """Trie of the strings ``data[offsets[i]:offsets[i+1]]`` (empty ones left out)."""
-        lengths = np.diff(offsets).astype(np.int64)
-        raw = data.tobytes()
-        strings = [raw[offsets[i]:offsets[i + 1]] for i in range(lengths.shape[0])]
-        return cls._build(strings, np.ascontiguousarray(data, dtype=np.uint8),
-                          offsets.astype(np.int64), lengths)
+        return cls._from_flat(data, offsets)[0]
 
     @classmethod
     def from_strings(cls, strings: Sequence[bytes]) -> ByteTrie:
@@ -98,13 +103,14 @@ class ByteTrie:
         lens = np.fromiter(map(len, strings), np.int64, len(strings))
         off = np.zeros(len(strings) + 1, np.int64)
         np.cumsum(lens, out=off[1:])
-        return cls._build(strings, np.frombuffer(b"".join(strings), dtype=np.uint8), off, lens)
+        return cls._from_flat(np.frombuffer(b"".join(strings), dtype=np.uint8), off)[0]
 
     @classmethod
-    def _build(cls, strings, data, offsets, lengths) -> ByteTrie:
-        order = np.asarray(sorted(range(len(strings)), key=strings.__getitem__), dtype=np.int64)
-        order = order[lengths[order] > 0]
-        return cls(*K.build_trie(data, offsets, order, lengths))
+    def _from_flat(cls, data, offsets) -> tuple[ByteTrie, int]:
+        """The trie and -1, or the id of a string equal to an earlier one."""
+        *arrays, dup = K.build_trie_msd(np.ascontiguousarray(data, dtype=np.uint8),
+                                        np.ascontiguousarray(offsets, dtype=np.int64))
+        return cls(*arrays), int(dup)
 
     @property
     def memory_bytes(self) -> int:
@@ -155,11 +161,24 @@ class TrieAutomaton:
         self.labels = tuple(labels)
         self.vocab_size = int(vocab_size)
         self.end_token_ids = tuple(int(i) for i in end_token_ids)
-        self.indptr, self.token_ids, self.next_nodes, self.node_label = _readonly(
-            indptr, token_ids, next_nodes, node_label)
         self.n_nodes = int(n_nodes)
         self._n_states = self.n_nodes + len(self.labels)
         self._words = (self.vocab_size + 31) // 32
+        # One int32 table [n_nodes, n_states, words, indptr, token ids] for the fill kernel
+        # (one array argument instead of seven); ``token_ids`` is a view into it.
+        n_edges = int(np.shape(token_ids)[0])
+        if n_edges >= 2**31:
+            raise ValueError(f"The automaton has {n_edges} edges; at most 2**31 - 1 are supported, "
+                             f"split the label set into smaller ones.")
+        base = 3 + self.n_nodes + 1
+        tab = np.empty(base + n_edges, np.int32)
+        tab[:3] = (self.n_nodes, self._n_states, self._words)
+        tab[3:base] = indptr
+        tab[base:] = token_ids
+        self._tab = tab
+        self.indptr, self.token_ids, self.next_nodes, self.node_label = _readonly(
+            np.asarray(indptr, dtype=np.int64), tab[base:], next_nodes, node_label)
+        _readonly(tab)
 
     # --- construction -------------------------------------------------
     @classmethod
@@ -190,30 +209,27 @@ class TrieAutomaton:
         >>> TrieAutomaton.build(["xy", "x"], v).n_nodes
         3
         """
-        encoded = _encode_labels(labels)
-        ltrie = ByteTrie.from_strings(encoded)
-        if np.unique(ltrie.node_of).shape[0] < len(encoded):  # two labels end at one node
+        data, offsets = _encode_labels(labels)
+        ltrie, dup = ByteTrie._from_flat(data, offsets)
+        if dup >= 0:  # two labels end at one node
             validate_labels(list(labels))  # raises with the positions of the duplicate
         vtrie = vocab.byte_trie()
         n = ltrie.n_nodes
         node_label = np.full(n, -1, np.int32)
-        node_label[ltrie.node_of] = np.arange(len(encoded), dtype=np.int32)
+        node_label[ltrie.node_of] = np.arange(ltrie.node_of.shape[0], dtype=np.int32)
         ends = np.asarray(vocab.end_token_ids, dtype=np.int32)
-        indptr, toks, dest = K.intersect(
-            ltrie.child_indptr, ltrie.child_nodes, ltrie.byte_in, node_label,
-            vtrie.child_indptr, vtrie.child_bytes, vtrie.child_nodes,
-            vtrie.end_indptr, vtrie.end_ids, ends)
-        terminal = node_label >= 0
+        indptr, toks, dest = _intersect(ltrie, node_label, vtrie, ends)
         if ends.shape[0] == 0:
             raise LabelError(
                 "The vocabulary has no end token, so no label can be completed; "
                 "pass end_token_ids=[...] when building the Vocabulary.")
-        live = K.live_nodes(indptr, dest, n, terminal)
+        live = K.live_nodes(indptr, dest, n, node_label >= 0)
         if not live.all():
             indptr, toks, dest = K.prune(indptr, toks, dest, live, n)
         reach = K.reachable_nodes(indptr, dest, n)
         bad = np.flatnonzero(~reach[ltrie.node_of]).tolist()
         if bad or not live[0]:
+            labels = as_label_list(labels)
             shown = [labels[i] for i in bad[:5]]
             raise LabelError(
                 f"{len(bad)} label(s) cannot be spelled with this tokenizer's vocabulary "
@@ -275,8 +291,9 @@ class TrieAutomaton:
         Parameters
         ----------
         nodes : array-like of int, shape (n,)
-            An int64 ndarray is used as is (fastest: about 1.5 µs a row on
-            Qwen3's 151k vocabulary here); other sequences are converted.
+            A 1-D int64 ndarray with an int32 ndarray ``bitmask`` takes the
+            fast path (under 1 µs a row on Qwen3's 151k vocabulary here);
+            other sequences and CPU tensors are converted first.
         bitmask : ndarray or CPU torch.Tensor of int32, shape (n, ceil(V / 32))
             Row ``r``: bit ``t % 32`` of word ``t // 32`` is set iff token ``t``
             is allowed at ``nodes[r]``. Overwritten in place; may be wider than
@@ -291,6 +308,11 @@ class TrieAutomaton:
         >>> a.fill_bitmask([a.root], m); int(m[0, 0])
         1
         """
+        try:  # fast path: the kernel accepts only int64 nodes and an int32 2-D ndarray
+            if K.fill_rows(self._tab, nodes, bitmask) == -1:
+                return
+        except TypeError:
+            pass
         arr = bitmask
         if type(arr) is not np.ndarray:
             arr = bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask
@@ -299,13 +321,13 @@ class TrieAutomaton:
                 f"Invalid bitmask: expected a 2-D int32 array or CPU tensor, got "
                 f"{type(bitmask).__name__} with dtype {getattr(bitmask, 'dtype', None)} and "
                 f"{getattr(arr, 'ndim', '?')} dimensions; allocate np.zeros((n, ceil(V/32)), np.int32).")
-        if type(nodes) is not np.ndarray or nodes.dtype != np.int64:
+        if type(nodes) is not np.ndarray or nodes.dtype != np.int64 or nodes.ndim != 1:
             nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
         if arr.shape[0] < nodes.shape[0] or arr.shape[1] < self._words:
             raise ValueError(
                 f"Bitmask of shape {arr.shape} is too small for {nodes.shape[0]} nodes and a "
                 f"vocabulary of {self.vocab_size} tokens; it needs at least ({nodes.shape[0]}, {self._words}).")
-        bad = K.fill_bitmask(self.indptr, self.token_ids, nodes, arr, self.n_nodes, self._n_states, _BITS)
+        bad = K.fill_rows(self._tab, nodes, arr)
         if bad >= 0:
             raise IndexError(f"Invalid automaton state {int(nodes[bad])} in row {bad}: valid states are 0..{self._n_states - 1}.")
 
@@ -323,7 +345,7 @@ class TrieAutomaton:
     @property
     def memory_bytes(self) -> int:
         """Bytes held by the automaton's arrays."""
-        return int(self.indptr.nbytes + self.token_ids.nbytes + self.next_nodes.nbytes
+        return int(self.indptr.nbytes + self._tab.nbytes + self.next_nodes.nbytes
                    + self.node_label.nbytes)
 
     def __repr__(self) -> str:
@@ -356,15 +378,36 @@ def as_label_list(labels) -> list:
     return list(labels)
 
 
-def _encode_labels(labels) -> list[bytes]:
+def _encode_labels(labels) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of all labels concatenated, and offsets (raises on invalid labels)."""
     labels = as_label_list(labels)
     try:  # fast path; duplicates are caught by the trie (two labels ending at one node)
-        encoded = [lab.encode("utf-8") for lab in labels if not lab.isspace()]
-    except AttributeError:
-        encoded = []
-    if len(encoded) != len(labels) or not labels or any(len(e) == 0 for e in encoded):
+        joined = "".join(labels)
+        raw = joined.encode("utf-8")
+        if len(raw) == len(joined):  # all ASCII: byte lengths are the string lengths
+            lens = np.fromiter(map(len, labels), np.int64, len(labels))
+        else:
+            enc = [lab.encode("utf-8") for lab in labels]
+            lens = np.fromiter(map(len, enc), np.int64, len(enc))
+        blank = any(map(str.isspace, labels))
+    except TypeError:
+        lens, blank = None, True
+    if blank or not labels or lens.min() == 0:
         validate_labels(labels)  # raises the precise error
-    return encoded
+    offsets = np.zeros(len(labels) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return np.frombuffer(raw, dtype=np.uint8), offsets
+
+
+def _intersect(ltrie, node_label, vtrie, ends):
+    """Edges of every label-trie node, computed once per class of identical subtrees."""
+    cls, rep = K.subtree_classes(ltrie.child_indptr, ltrie.child_nodes, ltrie.byte_in, node_label >= 0)
+    lt = (ltrie.child_indptr, ltrie.child_nodes, ltrie.byte_in, node_label)
+    vt = (vtrie.child_indptr, vtrie.child_bytes, vtrie.child_nodes, vtrie.end_indptr, vtrie.end_ids)
+    if rep.shape[0] >= _CLASS_RATIO * ltrie.n_nodes:
+        return K.intersect(*lt, *vt, ends)
+    r_indptr, r_toks, r_dest = K.intersect_nodes(*lt, *vt, ends, rep.astype(np.int64), ltrie.child_bytes)
+    return K.expand_classes(cls, rep, r_indptr, r_toks, r_dest, node_label, ltrie.n_nodes)
 
 
 def validate_labels(labels: Sequence, what: str = "Label") -> None:

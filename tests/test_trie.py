@@ -284,3 +284,110 @@ def test_unspellable_label():
     vocab = Vocabulary.from_token_bytes([b"a", b"b", b""], end_token_ids=[2])
     with pytest.raises(LabelError, match=r"1 label\(s\) cannot be spelled .* e.g. \['ac'\]"):
         TrieAutomaton.build(["ab", "ac"], vocab)
+
+
+# --- fast compile: radix trie, subtree classes, single-table fill -----------
+
+def _plain_intersect(labels, vocab):
+    """The automaton's edges from the plain per-node intersection (no subtree classes)."""
+    lt = ByteTrie.from_strings([lab.encode() for lab in labels])
+    node_label = np.full(lt.n_nodes, -1, np.int32)
+    node_label[lt.node_of] = np.arange(len(labels), dtype=np.int32)
+    vt = vocab.byte_trie()
+    return K.intersect(lt.child_indptr, lt.child_nodes, lt.byte_in, node_label, vt.child_indptr,
+                       vt.child_bytes, vt.child_nodes, vt.end_indptr, vt.end_ids,
+                       np.asarray(vocab.end_token_ids, np.int32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=6).map(lambda b: bytes(x % 4 + 97 if x < 200 else x for x in b)),
+                min_size=1, max_size=30))
+def test_radix_trie_equals_sorted_build(strings):
+    lens = np.fromiter(map(len, strings), np.int64, len(strings))
+    off = np.zeros(len(strings) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    data = np.frombuffer(b"".join(strings), dtype=np.uint8)
+    order = np.asarray(sorted(range(len(strings)), key=strings.__getitem__), dtype=np.int64)
+    order = order[lens[order] > 0]
+    ref = K.build_trie(data, off, order, lens)
+    *got, dup = K.build_trie_msd(data, off)
+    for a, b in zip(ref, got):
+        np.testing.assert_array_equal(a, b)
+    nonempty = [s for s in strings if s]
+    assert (dup >= 0) == (len(set(nonempty)) < len(nonempty))
+    if dup >= 0:
+        assert strings.count(strings[dup]) > 1
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gemma3"])
+@pytest.mark.parametrize("family", ["tools", "icd", "prefixes", "unicode"])
+def test_subtree_classes_give_the_plain_edges(name, family):
+    vocab = load_vocab(name)
+    labels = _tool_names(3000, seed=5) if family == "tools" else (
+        _icd_codes(3000, seed=5) if family == "icd" else FAMILIES[family])
+    auto = TrieAutomaton.build(labels, vocab)
+    ref = _plain_intersect(labels, vocab)
+    for a, b in zip(ref, (auto.indptr, auto.token_ids, auto.next_nodes)):
+        np.testing.assert_array_equal(a, b)
+    lt = ByteTrie.from_strings([lab.encode() for lab in labels])
+    cls, rep = K.subtree_classes(lt.child_indptr, lt.child_nodes, lt.byte_in,
+                                 np.asarray(auto.node_label) >= 0)
+    if family in ("tools", "icd"):
+        assert rep.shape[0] < 0.5 * lt.n_nodes  # the class path is the one taken here
+    assert (cls[rep] == np.arange(rep.shape[0])).all()
+
+
+def test_subtree_classes_python_equals_compiled():
+    if not K.HAVE_NUMBA:
+        pytest.skip("numba not installed: the kernels already run as Python")
+    labels = _tool_names(300, seed=2)
+    lt = ByteTrie.from_strings([lab.encode() for lab in labels])
+    term = np.zeros(lt.n_nodes, bool)
+    term[lt.node_of] = True
+    with np.errstate(over="ignore"):  # the hash wraps around, as int64 does in the compiled version
+        py = K.subtree_classes.py_func(lt.child_indptr, lt.child_nodes, lt.byte_in, term)
+    for a, b in zip(py, K.subtree_classes(lt.child_indptr, lt.child_nodes, lt.byte_in, term)):
+        np.testing.assert_array_equal(a, b)
+    data = np.frombuffer(b"".join(lab.encode() for lab in labels), np.uint8)
+    off = np.concatenate([[0], np.cumsum([len(lab) for lab in labels])]).astype(np.int64)
+    for a, b in zip(K.build_trie_msd.py_func(data, off), K.build_trie_msd(data, off)):
+        np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(labels=st.lists(st.text(alphabet="abc_", min_size=1, max_size=7), min_size=1, max_size=25, unique=True),
+       tokens=st.lists(st.text(alphabet="abc_", min_size=1, max_size=3), min_size=1, max_size=12, unique=True))
+def test_class_path_equals_plain_on_random_vocabularies(labels, tokens):
+    vocab = Vocabulary.from_token_bytes([t.encode() for t in tokens] + [b""], end_token_ids=[len(tokens)])
+    try:
+        auto = TrieAutomaton.build(labels, vocab)
+    except LabelError:
+        return
+    ref = _plain_intersect(labels, vocab)
+    live = K.live_nodes(ref[0], ref[2], auto.n_nodes, np.asarray(auto.node_label) >= 0)
+    if not live.all():
+        ref = K.prune(*ref, live, auto.n_nodes)
+    for a, b in zip(ref, (auto.indptr, auto.token_ids, auto.next_nodes)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fill_bitmask_fast_and_checked_paths_agree():
+    vocab = load_vocab("qwen3")
+    auto = TrieAutomaton.build(FAMILIES["tools"], vocab)
+    words = (vocab.size + 31) // 32
+    nodes = np.arange(0, auto.n_states, 7, dtype=np.int64)
+    fast = np.full((len(nodes), words), -1, np.int32)
+    auto.fill_bitmask(nodes, fast)
+    for r, n in enumerate(nodes.tolist()):
+        assert np.flatnonzero(np.unpackbits(fast[r].view(np.uint8), bitorder="little")).tolist() == \
+            auto.allowed(n).tolist()
+    slow = np.zeros((len(nodes), 2 * words), np.int32)[:, ::2]  # strided: the 'A' layout kernel
+    auto.fill_bitmask(nodes.tolist(), slow)
+    np.testing.assert_array_equal(fast, slow)
+    as32 = np.zeros_like(fast)
+    auto.fill_bitmask(nodes.astype(np.int32), as32)  # converted, then the fast kernel
+    np.testing.assert_array_equal(fast, as32)
+    with pytest.raises(IndexError, match=r"Invalid automaton state -1 in row 1"):
+        auto.fill_bitmask(np.array([0, -1], np.int64), as32)
+    with pytest.raises(TypeError, match=r"Invalid bitmask: expected a 2-D int32 array"):
+        auto.fill_bitmask(nodes, fast.astype(np.float32))
