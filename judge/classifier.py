@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from judge._checks import check_texts, label_indices
 from judge._errors import NotCalibratedError
 from judge.calibrator import Calibration, softmax
 from judge.prompts import PromptTemplate, label_names_for
@@ -33,36 +34,6 @@ __all__ = ["Classifier", "METHODS"]
 METHODS = ("auto", "first_token", "exact", "decode")
 _PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "device", "think",
            "think_tokens", "top_k", "decode_above", "end_token")
-
-
-def check_texts(texts) -> list[str]:
-    """Validate a list of texts (a lone string, a dict, non-strings and blanks are errors)."""
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(
-            f"texts must be a list of strings, got a single {type(texts).__name__}; wrap it in a list: "
-            f"[{texts[:40]!r}].")
-    if isinstance(texts, dict):
-        raise TypeError("texts must be a list of strings, got a dict; pass list(d.values()) or list(d).")
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise TypeError(f"texts must be a list of strings, got {type(texts).__name__}.") from None
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(
-                f"Text {i} is {type(t).__name__} ({t!r:.40}), not a str; convert or drop it "
-                f"(missing values must be removed before classifying).")
-        if not t.strip():
-            raise ValueError(
-                f"Text {i} is empty or only whitespace ({t!r}); there is nothing to classify. "
-                f"Remove empty rows first.")
-        try:
-            t.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise ValueError(
-                f"Text {i} is not valid Unicode ({err.reason} at position {err.start}, e.g. a lone "
-                f"surrogate); decode your input with errors='replace' first.") from None
-    return texts
 
 
 class Classifier:
@@ -149,13 +120,18 @@ class Classifier:
         if not isinstance(pack, int) or isinstance(pack, bool) or pack < 1:
             raise ValueError(f"pack must be a positive int, got {pack!r}.")
         self.pack = pack
-        label_names_for(self.labels, label_names)  # fail early on colliding names
+        from judge.labels import check_distinguishable
+
+        check_distinguishable(self.labels, label_names_for(self.labels, label_names))  # fail early on look-alikes
 
     def __setattr__(self, name, value):
         if name in _PARAMS and self.__dict__.get("_compiled") is not None:
             if name == "labels":
+                from judge.labels import check_distinguishable
+
                 value = as_label_list(value)
                 validate_labels(value)
+                check_distinguishable(value)
             with self._lock:
                 object.__setattr__(self, "_compiled", None)  # recompiled on next use
                 if self.calibration_ is not None and name not in ("tokenizer", "device"):
@@ -195,53 +171,9 @@ class Classifier:
             return self._compiled
 
     def _compile(self):
-        from judge.engine import Engine
-        from judge.scorers import CompiledLabels
+        from judge.scorers import compile_labels
 
-        old = self.__dict__.get("engine_")
-        same = old is not None and old.model is self.model and old.tokenizer is self.tokenizer \
-            and old.device == self.device and old.end_token == self.end_token
-        eng = old if same else Engine(self.model, self.tokenizer, device=self.device, end_token=self.end_token)
-        eng.setup()
-        object.__setattr__(self, "engine_", eng)
-        tok = eng.tokenizer_
-        prompt = self.prompt
-        prompt = PromptTemplate() if prompt is None else (
-            PromptTemplate.from_string(prompt) if isinstance(prompt, str) else prompt)
-        chat = prompt.uses_chat(tok)
-        names = label_names_for(self.labels, self.label_names)
-        surfaces = [prompt.label_prefix(tok) + n for n in names]
-        prefix, suffix = prompt.split(tok, names)
-        tail = suffix.split("{text}", 1)[1]
-        if not chat:  # completion prompts start with the tokenizer's BOS: write it into the prompt text
-            with_bos = tok("x", add_special_tokens=True)["input_ids"]
-            plain = tok("x", add_special_tokens=False)["input_ids"]
-            if len(with_bos) == len(plain) + 1 and with_bos[1:] == plain and tok.bos_token:
-                prefix = tok.bos_token + prefix
-        root = eng.encode([(prefix, False)])
-        K = len(self.labels)
-        seqs = firsts = None
-        if self.method == "decode" or (self.method == "auto" and K > self.decode_above):
-            method, max_tokens = "decode", max(len(x.encode()) for x in surfaces) + 1
-        else:
-            seqs = eng.option_ids(tail, surfaces, what="Label")
-            firsts = np.asarray([s[0] for s in seqs], np.int64)
-            distinct = len(set(firsts.tolist())) == K
-            method = ("first_token" if distinct else "exact") if self.method == "auto" else self.method
-            if method == "first_token" and not distinct:
-                dup = [self.labels[i] for i in range(K) if (firsts == firsts[i]).sum() > 1][:4]
-                raise ValueError(
-                    f"method='first_token' needs every label to start with a different token, but {dup} "
-                    f"share their first token; use method='exact' (or 'auto').")
-            max_tokens = max(len(s) for s in seqs)
-        c = CompiledLabels(eng, prefix, tail, False, names, surfaces, method, root, seqs, firsts,
-                           max_tokens, self.think, self.think_tokens)
-        if method == "decode":
-            from judge.trie import TrieAutomaton
-
-            c.automaton = TrieAutomaton.build(surfaces, eng.vocab_)
-        eng.set_root(root)
-        return c
+        return compile_labels(self)
 
     @property
     def model_(self):
@@ -363,24 +295,10 @@ class Classifier:
                                    pack=pack)
 
     def _bounded(self, texts, cal, mode, eps):
-        """Bounded scoring (judge.bounded) where it applies, else None: (n, K) with NaN where unexpanded."""
-        from judge.bounded import OptionTrie, score_bounded
-        from judge.scorers import prompt_items
+        from judge.scorers import score_bounded_texts
 
-        c = self._setup()
-        if c.method != "exact" or c.think or c.engine.path_ != "tree" or not texts:
-            return None
-        if c.option_trie is None:
-            c.option_trie = OptionTrie(c.label_seqs)
-        if not c.option_trie.prefix_free:
-            return None
-        items = prompt_items(c, texts)
-        scores, fed = score_bounded(
-            c.engine, items, c.option_trie, root=c.root_ids,
-            bias=None if cal is None else cal.bias, temperature=None if cal is None else cal.temperature,
-            mode=mode, eps=eps, batch_size=1 if self.batch_invariant else self.batch_size)
-        c.engine.last_usage_ = {"input_tokens": int(fed)}
-        return scores
+        return score_bounded_texts(self._setup(), texts, cal, mode, eps,
+                                   batch_size=1 if self.batch_invariant else self.batch_size)
 
     def predict_proba(self, texts, *, tolerance: float = 0.0) -> np.ndarray:
         """Probability of each label: ndarray of shape (n, K), rows sum to 1, columns in ``classes_`` order.
@@ -451,18 +369,6 @@ class Classifier:
         return out
 
     # ------------------------------------------------------------ calibration
-    def _label_indices(self, y) -> np.ndarray:
-        if isinstance(y, (str, bytes)):
-            raise TypeError(f"y must be a sequence of labels, got a single {type(y).__name__}; wrap it in a list.")
-        pos = {lab: i for i, lab in enumerate(self.labels)}
-        y = list(y)
-        bad = sorted({str(v) for v in y if v not in pos})
-        if bad:
-            raise ValueError(
-                f"{len(bad)} value(s) in y are not labels of this classifier, e.g. {bad[:5]}; "
-                f"valid labels are classes_ (e.g. {self.labels[:5]}).")
-        return np.asarray([pos[v] for v in y], np.int64)
-
     def calibrate(self, texts, y, *, bias="auto", temperature=True, target_accuracy=None,
                   coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]"), scores=None):
         """Fit label-bias correction, temperature and (optionally) an abstention threshold.
@@ -497,7 +403,7 @@ class Classifier:
         >>> clf.calibrate(val.texts, val.labels, target_accuracy=0.9)     # doctest: +SKIP
         """
         texts = check_texts(texts)
-        yi = self._label_indices(y)
+        yi = label_indices(self.labels, y)
         if len(yi) != len(texts):
             raise ValueError(f"texts and y differ in length ({len(texts)} vs {len(yi)}); pass one label per text.")
         if len(texts) < 2:

@@ -24,50 +24,167 @@ __all__ = ["main"]
 
 
 # ----------------------------------------------------------------- helpers
-def _read_labels(spec: str) -> list[str]:
-    p = Path(spec)
-    if p.exists():
-        text = p.read_text(encoding="utf-8")
-        if p.suffix == ".json":
+_PATH_SUFFIXES = (".txt", ".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".lst", ".list", ".labels",
+                  ".yaml", ".yml", ".text")
+
+
+def _looks_like_path(spec: str) -> bool:
+    """True for a --labels value that is surely meant as a file: a file suffix or a path separator."""
+    s = spec.strip()
+    if "," in s:  # a comma list, even of one label ("x.txt,")
+        return False
+    if s.lower().endswith(_PATH_SUFFIXES) or s.startswith(("/", "./", "../", "~", ".\\", "..\\")):
+        return True
+    return ("/" in s or "\\" in s or os.sep in s) and " " not in s
+
+
+def _labels_from_file(p: Path, spec: str) -> list[str]:
+    try:
+        text = p.read_text(encoding="utf-8-sig")  # -sig: a BOM must not become part of the first label
+    except UnicodeDecodeError as err:
+        raise SystemExit(
+            f"judge: --labels file {spec!r} is not UTF-8 (byte 0x{err.object[err.start]:02x} at offset "
+            f"{err.start}); re-save it as UTF-8.") from None
+    if p.suffix == ".json":
+        try:
             labels = json.loads(text)
-        else:
-            labels = [line.strip() for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as err:
+            raise SystemExit(
+                f"judge: --labels file {spec!r} is not valid JSON ({err.msg} at line {err.lineno}, "
+                f"column {err.colno}); write a JSON list of strings, e.g. [\"positive\", \"negative\"].") from None
+        if not isinstance(labels, list):
+            raise SystemExit(
+                f"judge: --labels file {spec!r} holds a JSON {type(labels).__name__}, not a list; write a JSON "
+                f"list of strings, e.g. [\"positive\", \"negative\"].")
+        for i, lab in enumerate(labels):
+            if not isinstance(lab, str):
+                raise SystemExit(
+                    f"judge: entry {i} of --labels file {spec!r} is a {type(lab).__name__} ({lab!r}), not a "
+                    f"string; quote it in the JSON list.")
+        return labels
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _read_labels(spec: str) -> list[str]:
+    """Labels from a file (one per line, or a JSON list) or a comma list; refuses what would be wrong silently.
+
+    A value that looks like a path (a file suffix or a separator) but names no file is an
+    error, not one label; fewer than two labels is an error (a one-label classifier
+    answers that label whatever the text); labels that print alike are refused
+    (``judge.labels.check_distinguishable``). All before any model is loaded.
+    """
+    from judge._errors import LabelError
+    from judge.labels import check_distinguishable
+
+    p = Path(spec).expanduser()
+    if p.is_dir():
+        raise SystemExit(f"judge: --labels {spec!r} is a directory; pass a file (one label per line, or a JSON "
+                         f"list) or a comma list a,b,c.")
+    if p.is_file():
+        labels, where = _labels_from_file(p, spec), f"file {spec!r}"
+    elif _looks_like_path(spec):
+        raise SystemExit(
+            f"judge: --labels {spec!r} looks like a file path but there is no such file (looked in "
+            f"{str(p.resolve().parent)!r}); check the spelling, or pass labels as a comma list a,b,c "
+            f"(a value with a comma, e.g. {spec + ',other'!r}, is always read as labels).")
     else:
-        labels = [s.strip() for s in spec.split(",") if s.strip()]
+        labels, where = [s.strip() for s in spec.split(",") if s.strip()], repr(spec)
     if not labels:
-        raise SystemExit(f"judge: --labels {spec!r} gave no labels; pass a file (one per line, or JSON list) or a,b,c.")
+        raise SystemExit(f"judge: --labels {where} gave no labels; pass a file (one per line, or JSON list) or a,b,c.")
+    if len(labels) < 2:
+        raise SystemExit(
+            f"judge: --labels {where} gave a single label {labels[0]!r}; a classifier needs at least two "
+            f"(with one, every text gets it). Pass a file (one per line, or a JSON list) or a comma list a,b,c.")
+    try:
+        check_distinguishable(labels)
+    except LabelError as err:
+        raise SystemExit(f"judge: --labels {where}: {err}") from None
     return labels
 
 
+def _csv_texts(raw: str, column: str, name: str) -> list[str]:
+    """Texts of ``column``; malformed CSV (unterminated quote, ragged row, empty cell) is an error with its line."""
+    reader = csv.reader(io.StringIO(raw), strict=True)
+    header, out, start = None, [], 1
+    try:
+        for row in reader:
+            line, start = start, reader.line_num + 1
+            if not row:
+                continue
+            if header is None:
+                header = row
+                if column not in header:
+                    raise SystemExit(
+                        f"judge: the CSV has no column {column!r} (columns: {header}); pass --column NAME.")
+                col = header.index(column)
+                continue
+            if len(row) != len(header):
+                raise SystemExit(
+                    f"judge: line {line} of {name} has {len(row)} fields but the header has {len(header)} "
+                    f"({header}); quote fields that contain commas (\"a, b\") or fix the row.")
+            if not row[col].strip():
+                raise SystemExit(
+                    f"judge: line {line} of {name} has an empty {column!r} cell; there is nothing to "
+                    f"classify, remove the row or fill it.")
+            out.append(row[col])
+    except csv.Error as err:
+        if "end of data" in str(err):
+            raise SystemExit(
+                f"judge: {name} has an unterminated quote: the field opened on line {start} runs to the end of "
+                f"the file (line {reader.line_num}); close the quote, or double quotes inside a quoted field "
+                f"(\"\").") from None
+        raise SystemExit(
+            f"judge: line {reader.line_num} of {name} is not valid CSV ({err}); quote the field and double "
+            f"any quote inside it (\"say \"\"hi\"\"\").") from None
+    if header is None:
+        raise SystemExit(f"judge: {name} is empty; pass a CSV with a header row and at least one row.")
+    if not out:
+        raise SystemExit(
+            f"judge: {name} has a header ({header}) but no rows; there is nothing to classify.")
+    return out
+
+
 def _read_texts(source, column: str, fmt: str | None) -> list[str]:
+    """Texts from lines, CSV or JSONL; empty input and malformed rows are errors naming the line."""
     name = getattr(source, "name", "")
-    raw = source.read()
+    where = "the input (stdin)" if name in ("", "<stdin>") or not isinstance(name, str) else f"the input {name!r}"
+    try:
+        raw = source.read()
+    except UnicodeDecodeError as err:
+        raise SystemExit(
+            f"judge: {where} is not UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+            f"re-encode it as UTF-8.") from None
+    raw = raw.removeprefix("\ufeff")  # a BOM would otherwise rename the first CSV column
     fmt = fmt or ("jsonl" if str(name).endswith((".jsonl", ".ndjson")) else
                   "csv" if str(name).endswith(".csv") else "lines")
+    if fmt not in ("lines", "csv", "jsonl"):
+        raise SystemExit(f"judge: unknown --format {fmt!r}; valid formats are lines, csv, jsonl.")
+    if not raw.strip():
+        raise SystemExit(f"judge: {where} is empty; pass texts on stdin or with --input FILE (format {fmt}).")
     if fmt == "lines":
         return [line for line in raw.splitlines() if line.strip()]
     if fmt == "csv":
-        rows = list(csv.DictReader(io.StringIO(raw)))
-        if rows and column not in rows[0]:
-            raise SystemExit(f"judge: the CSV has no column {column!r} (columns: {list(rows[0])}); pass --column NAME.")
-        return [r[column] for r in rows]
-    if fmt == "jsonl":
-        out = []
-        for i, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SystemExit(f"judge: line {i} of the input is not JSON ({err}).") from None
-            if isinstance(obj, str):
-                out.append(obj)
-            elif isinstance(obj, dict) and column in obj:
-                out.append(obj[column])
-            else:
-                raise SystemExit(f"judge: line {i} of the input has no {column!r} field; pass --column NAME.")
-        return out
-    raise SystemExit(f"judge: unknown --format {fmt!r}; valid formats are lines, csv, jsonl.")
+        return _csv_texts(raw, column, where)
+    out = []
+    for i, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SystemExit(f"judge: line {i} of the input is not JSON ({err}).") from None
+        if isinstance(obj, dict) and column in obj:
+            obj = obj[column]
+        elif not isinstance(obj, str):
+            raise SystemExit(f"judge: line {i} of the input has no {column!r} field; pass --column NAME.")
+        if not isinstance(obj, str):
+            raise SystemExit(
+                f"judge: line {i} of the input has a {type(obj).__name__} {column!r} field ({obj!r:.40}), not "
+                f"a string; write the text as a JSON string.")
+        if not obj.strip():
+            raise SystemExit(f"judge: line {i} of the input has an empty text; remove the line or fill it.")
+        out.append(obj)
+    return out
 
 
 def _print_table(rows: list[tuple[str, str]], title: str) -> None:
@@ -91,6 +208,8 @@ def cmd_predict(args) -> int:
     if args.input in (None, "-"):
         texts = _read_texts(sys.stdin, args.column, args.format)
     else:
+        if not Path(args.input).is_file():
+            raise SystemExit(f"judge predict: --input {args.input!r} is not a file; pass a readable file or '-' for stdin.")
         with open(args.input, encoding="utf-8") as fh:
             texts = _read_texts(fh, args.column, args.format)
     abstain = args.abstain and clf.threshold_ is not None
