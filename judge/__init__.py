@@ -20,6 +20,12 @@ __version__ = "0.1.0"
 __all__ = [
     "Cascade",
     "Classifier",
+    "Engine",
+    "Query",
+    "Decider",
+    "Choice",
+    "YesNo",
+    "Score",
     "LabelError",
     "NotCalibratedError",
     "TrieAutomaton",
@@ -27,6 +33,7 @@ __all__ = [
     "TrieLogitsProcessor",
     "calibration",
     "datasets",
+    "structured",
     "__version__",
 ]
 
@@ -36,13 +43,19 @@ _LAZY = {
     "TrieAutomaton": "judge.trie",
     "Vocabulary": "judge.vocab",
     "TrieLogitsProcessor": "judge.processor",
+    "Engine": "judge.engine",
+    "Query": "judge.engine",
+    "Decider": "judge.decisions",
+    "Choice": "judge.decisions",
+    "YesNo": "judge.decisions",
+    "Score": "judge.decisions",
 }
 
 
 def __getattr__(name: str):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in ("calibration", "datasets"):
+    if name in ("calibration", "datasets", "structured"):
         return importlib.import_module(f"judge.{name}")
     raise AttributeError(f"module 'judge' has no attribute {name!r}; public names are {__all__}")
 

@@ -48,7 +48,14 @@ _CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (p
 
 
 class EngineCheckWarning(UserWarning):
-    """The fast tree pass is not used for this model (the exact fallback is); the message says why."""
+    """The fast tree pass is not used for this model (the exact fallback is); the message says why.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> issubclass(EngineCheckWarning, UserWarning)
+    True
+    """
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,11 @@ class Slot:
     option_paths : list of list of int
         Per option, the row nodes of its tokens (children of ``node`` first);
         an option token whose node is not fed (a leaf) still has a node id.
+
+    Examples
+    --------
+    >>> Slot(query=0, node=3, option_paths=[[4], [5, 6]]).option_paths[1]
+    [5, 6]
     """
 
     query: int
@@ -62,6 +67,14 @@ class Forest:
         Whether the node is fed to the model (leaves of option tries are not:
         nothing is read from their logits).
     slots : list of Slot
+
+    Examples
+    --------
+    >>> f = Forest()
+    >>> end = f.add_path([11, 12], -1, 0)          # a prompt of two tokens, off the root cache
+    >>> a = f.add(7, end, 0, fed=False)            # an option token under the answer slot
+    >>> len(f), f.position, f.fed_nodes().tolist()
+    (3, [0, 1, 2], [0, 1])
     """
 
     tokens: list = field(default_factory=list)

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from judge.engine import _Item
+from judge.prompts import PromptTemplate, label_names_for
 
-__all__ = ["CompiledLabels", "prompt_items", "think", "score_exact", "score_decode", "generate_unconstrained", "THINK_CUE"]
+__all__ = ["CompiledLabels", "compile_labels", "prompt_items", "think", "score_exact", "score_decode", "score_bounded_texts",
+           "generate_unconstrained", "THINK_CUE"]
 
 THINK_CUE = "\n\nFinal answer:\n"
 
@@ -188,3 +190,72 @@ def generate_unconstrained(clf, texts, *, max_new_tokens=None, batch_size=8) -> 
         L, gen = _generate(c, [it.ids for it in items[s:s + batch_size]], max_new_tokens=max_new)
         out += c.engine.tokenizer_.batch_decode(gen[:, L:], skip_special_tokens=True)
     return out
+
+
+def score_bounded_texts(c: CompiledLabels, texts, cal, mode, eps, *, batch_size=8):
+    """Bounded scoring (judge.bounded) where it applies, else None: (n, K) with NaN where unexpanded."""
+    from judge.bounded import OptionTrie, score_bounded
+
+    if c.method != "exact" or c.think or c.engine.path_ != "tree" or not texts:
+        return None
+    if c.option_trie is None:
+        c.option_trie = OptionTrie(c.label_seqs)
+    if not c.option_trie.prefix_free:
+        return None
+    items = prompt_items(c, texts)
+    scores, fed = score_bounded(
+        c.engine, items, c.option_trie, root=c.root_ids,
+        bias=None if cal is None else cal.bias, temperature=None if cal is None else cal.temperature,
+        mode=mode, eps=eps, batch_size=batch_size)
+    c.engine.last_usage_ = {"input_tokens": int(fed)}
+    return scores
+
+
+def compile_labels(clf) -> CompiledLabels:
+    """Compile a Classifier's labels and prompt (engine, root cache, token sequences, path)."""
+    from judge.engine import Engine
+
+    old = clf.__dict__.get("engine_")
+    same = old is not None and old.model is clf.model and old.tokenizer is clf.tokenizer \
+        and old.device == clf.device and old.end_token == clf.end_token
+    eng = old if same else Engine(clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
+    eng.setup()
+    object.__setattr__(clf, "engine_", eng)
+    tok = eng.tokenizer_
+    prompt = clf.prompt
+    prompt = PromptTemplate() if prompt is None else (
+        PromptTemplate.from_string(prompt) if isinstance(prompt, str) else prompt)
+    chat = prompt.uses_chat(tok)
+    names = label_names_for(clf.labels, clf.label_names)
+    surfaces = [prompt.label_prefix(tok) + n for n in names]
+    prefix, suffix = prompt.split(tok, names)
+    tail = suffix.split("{text}", 1)[1]
+    if not chat:  # completion prompts start with the tokenizer's BOS: write it into the prompt text
+        with_bos = tok("x", add_special_tokens=True)["input_ids"]
+        plain = tok("x", add_special_tokens=False)["input_ids"]
+        if len(with_bos) == len(plain) + 1 and with_bos[1:] == plain and tok.bos_token:
+            prefix = tok.bos_token + prefix
+    root = eng.encode([(prefix, False)])
+    K = len(clf.labels)
+    seqs = firsts = None
+    if clf.method == "decode" or (clf.method == "auto" and K > clf.decode_above):
+        method, max_tokens = "decode", max(len(x.encode()) for x in surfaces) + 1
+    else:
+        seqs = eng.option_ids(tail, surfaces, what="Label")
+        firsts = np.asarray([s[0] for s in seqs], np.int64)
+        distinct = len(set(firsts.tolist())) == K
+        method = ("first_token" if distinct else "exact") if clf.method == "auto" else clf.method
+        if method == "first_token" and not distinct:
+            dup = [clf.labels[i] for i in range(K) if (firsts == firsts[i]).sum() > 1][:4]
+            raise ValueError(
+                f"method='first_token' needs every label to start with a different token, but {dup} "
+                f"share their first token; use method='exact' (or 'auto').")
+        max_tokens = max(len(s) for s in seqs)
+    c = CompiledLabels(eng, prefix, tail, False, names, surfaces, method, root, seqs, firsts,
+                       max_tokens, clf.think, clf.think_tokens)
+    if method == "decode":
+        from judge.trie import TrieAutomaton
+
+        c.automaton = TrieAutomaton.build(surfaces, eng.vocab_)
+    eng.set_root(root)
+    return c

@@ -11,7 +11,8 @@ import judge
 def test_public_names():
     assert sorted(judge.__all__) == sorted([
         "Cascade", "Classifier", "LabelError", "NotCalibratedError", "TrieAutomaton", "Vocabulary",
-        "TrieLogitsProcessor", "calibration", "datasets", "__version__"])
+        "TrieLogitsProcessor", "calibration", "datasets", "__version__", "Engine", "Query", "Decider",
+        "Choice", "YesNo", "Score", "structured"])
     for name in judge.__all__:
         assert getattr(judge, name) is not None
 
@@ -24,10 +25,26 @@ def test_import_is_light():
 
 
 def test_every_public_callable_has_a_docstring_with_example():
-    from judge import calibration, cascade, classifier, datasets, processor, trie, vocab
+    from judge import (
+        bounded,
+        calibration,
+        calibrator,
+        cascade,
+        classifier,
+        datasets,
+        engine,
+        forest,
+        labels,
+        persistence,
+        processor,
+        prompts,
+        trie,
+        vocab,
+    )
 
     missing = []
-    for mod in (calibration, cascade, classifier, datasets, processor, trie, vocab):
+    for mod in (calibration, cascade, classifier, datasets, processor, trie, vocab, engine, forest, bounded,
+                calibrator, persistence, prompts, labels):
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)
             if callable(obj) and not (obj.__doc__ and "Examples" in obj.__doc__):
