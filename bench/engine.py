@@ -95,12 +95,13 @@ def exactness(args):
     labels = ["card_arrival", "card_linking", "card", "exchange_rate", "pin_blocked", "top_up_failed"]
     texts = ["I am still waiting on my card, it has been two weeks now?", "rate for euros"]
     out = []
-    for arch in ARCHITECTURES:
+    for arch in ([] if args.only_gemma else ARCHITECTURES):
         m = tiny_model(arch, tok, sliding_window=16 if arch in SLIDING_ARCHITECTURES else None)
         out.append({"arch": arch, **_exact_case(f"tiny {arch}", m, tok, labels, texts)})
         print(json.dumps(out[-1]), flush=True)
-    out.append({"arch": "smollm2 (real)", **_exact_case("SmolLM2-135M-Instruct", model, tok, labels, texts)})
-    print(json.dumps(out[-1]), flush=True)
+    if not args.only_gemma:
+        out.append({"arch": "smollm2 (real)", **_exact_case("SmolLM2-135M-Instruct", model, tok, labels, texts)})
+        print(json.dumps(out[-1]), flush=True)
     if not args.skip_gemma:
         from judge import datasets as ds
         from judge.prompts import PromptTemplate
@@ -108,11 +109,13 @@ def exactness(args):
         g, gt = load_model("gemma3-270m", device="cpu")
         bank = list(ds.load("banking77", split="test", data_dir=args.data_dir).label_names)
         # the 77 labels listed: a prompt longer than the 512-token window; 6 of them scored
-        prompt = PromptTemplate(chat=False, completion="Classify the text into exactly one of these "
+        preamble = ("You sort customer messages of a bank into categories. Read the message, think about "
+                    "what the customer wants, and answer with the one category that fits best. ") * args.gemma_preamble
+        prompt = PromptTemplate(chat=False, completion=preamble + "Classify the text into exactly one of these "
                                 "labels.\n\nLabels:\n{labels}\n\nText: {text}\nLabel:")
         listed = PromptTemplate(chat=False, completion=prompt.completion.replace(
             "{labels}", "\n".join(f"- {x.replace('_', ' ')}" for x in sorted(bank))))
-        out.append({"arch": "gemma3-270m (real)", **_exact_case("Gemma-3-270M", g, gt, labels, texts,
+        out.append({"arch": f"gemma3-270m (real, window {g.config.sliding_window})", **_exact_case("Gemma-3-270M", g, gt, labels, texts,
                                                                 prompt=listed)})
         print(json.dumps(out[-1]), flush=True)
     print("\n| model | path | prompt tokens | exact | exact+end | first_token | decode (found) | silent mismatch |")
@@ -317,6 +320,8 @@ def main(argv=None):
     ap.add_argument("--pack", type=int, nargs="*", default=[2])
     ap.add_argument("--before", default="f138b36", help="git ref of the previous implementation ('' to skip)")
     ap.add_argument("--skip-gemma", action="store_true")
+    ap.add_argument("--only-gemma", action="store_true")
+    ap.add_argument("--gemma-preamble", type=int, default=0, help="repeat an instruction paragraph N times")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     (exactness if args.part == "exactness" else throughput)(args)

@@ -74,11 +74,57 @@ def evaluate_table(reports) -> str:
     return "\n".join(out)
 
 
+def engine_exactness_table(rep) -> str:
+    out = ["| model | path | prompt tokens | exact | exact + end token | first_token | decode (labels found) | silent mismatch |",
+           "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in rep["records"]:
+        dec = "-" if r["decode_max_abs_diff"] is None else f"{r['decode_max_abs_diff']:.1e}"
+        out.append(f"| {r['arch']} | {r['path']} | {r['prompt_tokens']} | {r['exact_max_abs_diff']:.1e} | "
+                   f"{r['exact_end_max_abs_diff']:.1e} | {r['first_token_max_abs_diff']:.1e} | {dec} ({r['decode_found']}) | "
+                   f"{'yes' if r['silent_mismatch'] else 'no'} |")
+    out.append(f"\nsilent mismatches: {rep['silent_mismatches']} of {len(rep['records'])}")
+    return "\n".join(out)
+
+
+def engine_throughput_table(rep) -> str:
+    v = rep["variants"]
+    before = v.get("before (two-pass)", {}).get("texts_per_s")
+    bare = v.get("bare forward", {}).get("texts_per_s")
+    out = [f"{rep['dataset']}: {rep['n']} seeded test texts, K = {rep['K']}, {rep['threads']} thread(s), "
+           f"batch {rep['batch_size']}, median of {rep['repeats']}\n",
+           "| variant | texts/s | x before (two-pass) | / bare forward | tokens fed | check |",
+           "|---|---:|---:|---:|---:|---|"]
+    for name, r in v.items():
+        if "texts_per_s" not in r:
+            out.append(f"| {name} | failed | | | | {r.get('error', '')[:80]} |")
+            continue
+        check = ""
+        if "argmax_identical" in r:
+            check = f"argmax identical to exact on {r['argmax_identical']}/{rep['n']}"
+        elif "max_total_variation" in r:
+            check = f"max TV vs exact {r['max_total_variation']:.1e}"
+        elif "argmax_agreement_with_exact" in r:
+            check = f"argmax agreement {r['argmax_agreement_with_exact']:.3f}, max diff {r['max_abs_diff_vs_exact']:.1e}"
+        elif "max_abs_diff_vs_exact" in r:
+            check = f"max diff vs exact {r['max_abs_diff_vs_exact']:.1e}"
+        out.append(f"| {name} | {r['texts_per_s']:.3f} | {_fmt(before and r['texts_per_s'] / before, '.2f')} | "
+                   f"{_fmt(bare and r['texts_per_s'] / bare, '.2f')} | {_fmt(r.get('input_tokens'), 'd')} | {check} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
     args = p.parse_args()
     res = Path(args.results)
+    if (res / "engine_exactness.json").exists():
+        print("### Engine exactness: |engine - independent brute force| (nats), 2 texts x 6 labels\n")
+        print(engine_exactness_table(json.loads((res / "engine_exactness.json").read_text())))
+    for name in ("banking77", "clinc150"):
+        f = res / f"engine_{name}.json"
+        if f.exists():
+            print(f"\n### Engine throughput: {name}, SmolLM2-135M on CPU\n")
+            print(engine_throughput_table(json.loads(f.read_text())))
     if (res / "masks_qwen3.json").exists():
         print("### Masks: Qwen3 tokenizer (151,669 tokens)\n")
         print(masks_table(json.loads((res / "masks_qwen3.json").read_text())))

@@ -1,4 +1,4 @@
-"""The ``judge`` command: ``predict``, ``evaluate`` and ``bench``.
+"""The ``judge`` command: ``predict``, ``evaluate``, ``bench``, ``serve``, ``calibrate-decisions``, ``batch``.
 
 ``judge predict`` classifies texts from a file or stdin and writes JSONL;
 ``judge evaluate`` runs a dataset end to end (calibration included) and
@@ -512,6 +512,17 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--k", default="100,1000,10000")
     be.add_argument("--repeats", type=int, default=3)
     be.set_defaults(func=cmd_bench)
+
+    # integrations at the edge: their modules import FastAPI / Ray only when run
+    from judge.server.cli import add_serve_parsers
+
+    add_serve_parsers(sub)
+    try:
+        from judge.distributed import add_batch_parser
+    except ImportError:  # pragma: no cover - judge.distributed ships with the package
+        add_batch_parser = None
+    if add_batch_parser is not None:
+        add_batch_parser(sub)
     return p
 
 

@@ -412,7 +412,8 @@ class Engine:
             Score only each option's first token (one pass, no trie).
         batch_size : int
             Rows per forward pass; the queries of one call that share their
-            user text are kept in one row.
+            first user piece (a text, a state) are kept in one row, so their
+            common tokens are fed once.
 
         Returns
         -------
@@ -431,7 +432,8 @@ class Engine:
         groups: dict[tuple, int] = {}
         for q, x in zip(queries, ids):
             ctx = "".join(t for t, _ in q.pieces)[-64:]
-            g = groups.setdefault(tuple(t for t, u in q.pieces if u), len(groups))
+            # queries about the same state (their first user piece) share one row: the state is fed once
+            g = groups.setdefault(next((t for t, u in q.pieces if u), None), len(groups))
             items.append(_Item(x, self.option_ids(ctx, q.options), first_only=first_token, group=g))
         if root is None:
             root = _common_prefix(ids) if len(ids) > 1 else []

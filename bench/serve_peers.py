@@ -1,0 +1,225 @@
+"""Benchmark: trie-judge decisions vs the letter readout with option-order averaging (anyjev), same model, same items.
+
+    python bench/serve_peers.py                          # writes bench/results/serve_peers.json
+    python bench/serve_peers.py --n 3 --generators support_tickets --json /tmp/p.json   # smoke test
+
+Items: sys1bench's generated, policy-labelled items (canonical framing f0,
+canonical option order), ``--n`` per generator. Both sides run in this
+process on the same SmolLM2 weights (the packaged model's converted folder),
+float32 on CPU:
+
+``trie-judge``
+    ``Decider().ask(state, questions)``: exact log-probabilities of every
+    option's full name, all questions of an item in one scoring call.
+``anyjev (L0)`` / ``anyjev (raw)``
+    anyjev 0.3's ``Decider(HFBackend(...))``: options shown as letters, the
+    next-token distribution over the letters read out, averaged over option
+    permutations; ``L0`` adds its zero-label (batch prior) debiasing. Option
+    descriptions are written into the question text (anyjev's options are
+    labels only); score questions pass their level descriptions as ``levels``.
+
+``trie-judge (calibrated)``
+    the same, with a `judge.decisions.DecisionCalibration` (temperature per
+    question type, yes/no and score biases) fitted by ``calibrate_decisions``
+    on ``--calibration-n`` other generated items per generator (seed 7; the
+    evaluation items use seed 42).
+
+Reported per question key and side: accuracy (argmax vs the generator's
+label), top-label ECE (15 bins; n is small, so read it with its n), and
+mean latency per item (all its questions).
+
+What it deliberately does not do: tune either side, or call the server
+(the HTTP overhead is measured by ``bench/serve.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _items(generators, n, seed=42):
+    from sys1bench.generators import get_generator
+
+    out = []
+    for g in generators:
+        out += [(g, it) for it in get_generator(g, n=n, seed=seed).generate()]
+    return out
+
+
+def _wire(q) -> dict:
+    if q.type == "choice":
+        return {"type": "choice", "instructions": q.instructions, "criteria": {c.key: c.description or None for c in q.criteria}}
+    if q.type == "noul":
+        return {"type": "noul", "instructions": q.instructions}
+    return {"type": "score", "instructions": q.instructions,
+            "criteria": [c.description or f"level {c.level}" for c in q.criteria]}
+
+
+def _labelled_jsonl(items, path: Path) -> Path:
+    """sys1bench items as calibrate_decisions' JSONL (labels: option key, bool, level)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for _, it in items:
+            labels = {}
+            for k, q in it.questions.items():
+                i = _truth_index(q)
+                labels[k] = [c.key for c in q.criteria][i] if q.type == "choice" else (i == 0 if q.type == "noul" else i)
+            fh.write(json.dumps({"state": it.state, "questions": {k: _wire(q) for k, q in it.questions.items()},
+                                 "labels": labels}) + "\n")
+    return path
+
+
+def _truth_index(q) -> int:
+    gt = q.ground_truth
+    if q.type == "choice":
+        return [c.key for c in q.criteria].index(str(gt))
+    if q.type == "noul":
+        return 0 if str(gt).lower() in ("true", "1", "yes") else 1
+    return int(gt)
+
+
+def _ours_questions(item):
+    from judge.decisions import Choice, Score, YesNo
+
+    out = {}
+    for k, q in item.questions.items():
+        if q.type == "choice":
+            out[k] = Choice({c.key: c.description or None for c in q.criteria}, q.instructions)
+        elif q.type == "noul":
+            out[k] = YesNo(q.instructions)
+        else:
+            out[k] = Score([c.description or f"level {c.level}" for c in q.criteria], q.instructions)
+    return out
+
+
+def _anyjev_questions(item):
+    from anyjev import Question
+
+    out = []
+    for k, q in item.questions.items():
+        instr = q.instructions if isinstance(q.instructions, str) else json.dumps(q.instructions)
+        if q.type == "choice":
+            desc = "\n".join(f"- {c.key}: {c.description}" for c in q.criteria if c.description)
+            out.append((k, Question.choice(instr + ("\n" + desc if desc else ""), [c.key for c in q.criteria], name=k)))
+        elif q.type == "noul":
+            out.append((k, Question.noul(instr, name=k)))
+        else:
+            out.append((k, Question.score(instr, levels=[c.description or f"level {c.level}" for c in q.criteria], name=k)))
+    return out
+
+
+def _metrics(rows):
+    from judge.calibration.metrics import expected_calibration_error
+
+    out = {}
+    for key in sorted({r["key"] for r in rows}):
+        rs = [r for r in rows if r["key"] == key]
+        k = max(len(r["p"]) for r in rs)
+        P = np.array([np.pad(r["p"], (0, k - len(r["p"]))) for r in rs])
+        y = np.array([r["y"] for r in rs])
+        out[key] = {"n": len(rs), "accuracy": float(np.mean(P.argmax(1) == y)),
+                    "ece": float(expected_calibration_error(y, P, n_bins=15))}
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--generators", default="support_tickets,log_triage")
+    p.add_argument("--n", type=int, default=20)
+    p.add_argument("--engine", default="auto")
+    p.add_argument("--calibration-n", type=int, default=10,
+                   help="items per generator (seed 7, disjoint from the evaluation seed 42) to fit a decision "
+                        "calibration profile on; 0 to skip")
+    p.add_argument("--json", default=str(REPO / "bench" / "results" / "serve_peers.json"))
+    a = p.parse_args(argv)
+
+    from judge.decisions import Decider
+    from judge.models import _packaged_converted, load_model
+
+    model, tok = load_model(device="cpu")
+    items = _items(a.generators.split(","), a.n)
+    results = {}
+
+    d = Decider(model, tok, engine=a.engine)
+    d.ask("warm up", {"q": _ours_questions(items[0][1])[next(iter(items[0][1].questions))]})
+    rows, times = [], []
+    for g, it in items:
+        qs = _ours_questions(it)
+        t0 = time.perf_counter()
+        ans = d.ask(it.state, qs)
+        times.append(time.perf_counter() - t0)
+        for k, q in it.questions.items():
+            rows.append({"key": f"{g}/{k}", "p": np.array(list(ans[k].probabilities.values())), "y": _truth_index(q)})
+    results["trie-judge"] = {"per_question": _metrics(rows), "ms_per_item": 1000 * float(np.mean(times)),
+                             "engine": type(d.engine_).__name__}
+    print(f"  trie-judge done: {results['trie-judge']['ms_per_item']:.0f} ms/item", file=sys.stderr, flush=True)
+
+    if a.calibration_n:
+        # held out: fitted on other generated items (another seed), evaluated on the same items as above
+        from judge.decisions import calibrate_decisions
+
+        fit_items = _items(a.generators.split(","), a.calibration_n, seed=7)
+        path = _labelled_jsonl(fit_items, Path(a.json).with_suffix(".calibration.jsonl"))
+        cal = calibrate_decisions(path, d, min_per_level_set=a.calibration_n)
+        dc = Decider(model, tok, engine=a.engine, calibration=cal)
+        rows, times = [], []
+        for g, it in items:
+            t0 = time.perf_counter()
+            ans = dc.ask(it.state, _ours_questions(it))
+            times.append(time.perf_counter() - t0)
+            for k, q in it.questions.items():
+                rows.append({"key": f"{g}/{k}", "p": np.array(list(ans[k].probabilities.values())), "y": _truth_index(q)})
+        results["trie-judge (calibrated)"] = {"per_question": _metrics(rows), "ms_per_item": 1000 * float(np.mean(times)),
+                                              "calibration": cal.to_dict(), "fit_items": len(fit_items)}
+        print("  trie-judge calibrated done", file=sys.stderr, flush=True)
+
+    try:
+        from anyjev import Decider as AJDecider
+        from anyjev.backends.hf import HFBackend
+
+        backend = HFBackend(str(_packaged_converted()), device="cpu", dtype="float32", batch_size=8)
+        for level in ("L0", "raw"):
+            aj = AJDecider(backend, level=level)
+            rows, times = [], []
+            for g, it in items:
+                qs = _anyjev_questions(it)
+                t0 = time.perf_counter()
+                ds = aj.decide(it.state, [q for _, q in qs])
+                times.append(time.perf_counter() - t0)
+                for (k, _), dec in zip(qs, ds):
+                    rows.append({"key": f"{g}/{k}", "p": np.asarray(dec.probs, dtype=float),
+                                 "y": _truth_index(it.questions[k])})
+            results[f"anyjev ({level})"] = {"per_question": _metrics(rows), "ms_per_item": 1000 * float(np.mean(times))}
+            print(f"  anyjev {level} done", file=sys.stderr, flush=True)
+    except Exception as e:  # noqa: BLE001 - record why the peer could not run
+        results["anyjev"] = {"error": f"{type(e).__name__}: {e}"}
+
+    keys = sorted({k for r in results.values() for k in r.get("per_question", {})})
+    sides = [s for s in results if "per_question" in results[s]]
+    print(f"\n{'question':<32} " + " ".join(f"{s + ' acc':>18} {'ECE':>6}" for s in sides))
+    for k in keys:
+        cells = []
+        for s in sides:
+            m = results[s]["per_question"].get(k)
+            cells.append(f"{m['accuracy']:>18.3f} {m['ece']:>6.3f}" if m else f"{'-':>18} {'-':>6}")
+        print(f"{k:<32} " + " ".join(cells))
+    print("ms per item: " + ", ".join(f"{s} {results[s]['ms_per_item']:.0f}" for s in sides))
+    if "anyjev" in results:
+        print("anyjev:", results["anyjev"]["error"])
+    rec = {"benchmark": "serve_peers", "n_per_generator": a.n, "generators": a.generators.split(","),
+           "model": "smollm2-135m-instruct (packaged, float32, CPU)", "results": results}
+    Path(a.json).write_text(json.dumps(rec, indent=1) + "\n")
+    print(f"wrote {a.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""``judge serve`` and ``judge calibrate-decisions``: parsers and handlers for judge/cli.py to hook in.
+
+Hook (in ``judge/cli.py``)::
+
+    from judge.server.cli import add_serve_parsers
+    add_serve_parsers(subparsers)          # adds "serve" and "calibrate-decisions"
+    ...
+    args.func(args)                        # each subparser sets func
+
+or run them directly: ``serve_main(argv)``, ``calibrate_decisions_main(argv)``.
+FastAPI and uvicorn are imported only when ``serve`` runs (the ``[serve]`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["add_serve_parsers", "serve_main", "calibrate_decisions_main", "run_serve", "run_calibrate_decisions"]
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="hub id, local folder, or the packaged default (smollm2-135m-instruct)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8009, help="port (default 8009)")
+    p.add_argument("--api-key-env", metavar="VAR", default=None,
+                   help="require `Authorization: Bearer $VAR` (unset: any key is accepted)")
+    p.add_argument("--calibration", metavar="PROFILE", default=None,
+                   help="decision calibration profile from `judge calibrate-decisions`")
+    p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
+    p.add_argument("--served-name", default=None, help="model name in responses (default trie-judge/<model>)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0, help="micro-batching wait (default 5 ms)")
+    p.add_argument("--max-batch-questions", type=int, default=256, help="questions per forward pass (default 256)")
+    p.add_argument("--max-queue", type=int, default=64, help="waiting requests before 429 (default 64)")
+    p.add_argument("--log-level", default="info")
+
+
+def _calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="labelled decisions, JSONL (see judge.decisions.calibrate_decisions)")
+    p.add_argument("--out", required=True, metavar="PROFILE", help="where to write the profile (JSON)")
+    p.add_argument("--model", default=None)
+    p.add_argument("--device", default=None)
+    p.add_argument("--no-bias", action="store_true", help="fit temperatures only")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests finish first)."""
+    try:
+        import uvicorn
+
+        from judge.server.app import ServerConfig, create_app
+    except ImportError as e:
+        print(f"judge serve needs the [serve] extra ({e}); run `pip install 'trie-judge[serve]'`.", file=sys.stderr)
+        return 2
+    from judge.decisions import Decider
+
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            print(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty; export it "
+                  f"or drop the option to accept any key.", file=sys.stderr)
+            return 2
+    decider = Decider(args.model, device=args.device, calibration=args.calibration)
+    if args.calibration:
+        _ = decider.calibration_  # fail now, not on the first request
+    config = ServerConfig(api_key=key, served_name=args.served_name, max_wait_ms=args.max_wait_ms,
+                          max_batch_questions=args.max_batch_questions, max_queue=args.max_queue)
+    uvicorn.run(create_app(decider, config), host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=30)
+    return 0
+
+
+def run_calibrate_decisions(args: argparse.Namespace) -> int:
+    """Fit and write a decision calibration profile; prints a summary."""
+    from judge.decisions import Decider, calibrate_decisions
+
+    cal = calibrate_decisions(args.file, Decider(args.model, device=args.device), bias=not args.no_bias)
+    path = cal.save(args.out)
+    temps = ", ".join(f"{k}={v:.3f}" for k, v in sorted(cal.temperature.items()))
+    print(f"wrote {path}: temperature {temps}; noul bias {cal.noul_bias:+.3f}; n {cal.meta.get('n')}")
+    return 0
+
+
+def add_serve_parsers(subparsers) -> None:
+    """Add ``serve`` and ``calibrate-decisions`` to an argparse subparsers object (each sets ``func``)."""
+    s = subparsers.add_parser("serve", help="serve /v1/systemone, /v1/decisions and /v1/models over HTTP")
+    _serve_args(s)
+    s.set_defaults(func=run_serve)
+    c = subparsers.add_parser("calibrate-decisions", help="fit a decision calibration profile from labelled JSONL")
+    _calibrate_args(c)
+    c.set_defaults(func=run_calibrate_decisions)
+
+
+def serve_main(argv=None) -> int:
+    """``judge serve [--model M] [--host H] [--port P] [--api-key-env VAR] [--calibration PROFILE]``."""
+    p = argparse.ArgumentParser(prog="judge serve")
+    _serve_args(p)
+    return run_serve(p.parse_args(argv))
+
+
+def calibrate_decisions_main(argv=None) -> int:
+    """``judge calibrate-decisions FILE --out PROFILE [--model M]``."""
+    p = argparse.ArgumentParser(prog="judge calibrate-decisions")
+    _calibrate_args(p)
+    return run_calibrate_decisions(p.parse_args(argv))
+
+
+if __name__ == "__main__":  # python -m judge.server.cli [args]: serve
+    raise SystemExit(serve_main())
