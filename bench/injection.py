@@ -61,7 +61,7 @@ def defences():
     from judge.prompts import DEFAULT_SYSTEM, PromptTemplate
 
     delimited = "<text>\n{text}\n</text>"
-    system_warned = DEFAULT_SYSTEM.replace("\n\nLabels:", f" {WARNING}\n\nLabels:")
+    system_warned = DEFAULT_SYSTEM.replace("\n\nLabels:", f" {WARNING}\n\nLabels:")  # == prompts.GUARDED_SYSTEM
     if system_warned == DEFAULT_SYSTEM:  # the default changed shape: put the warning first
         system_warned = f"{WARNING}\n\n{DEFAULT_SYSTEM}"
     system_both = system_warned.replace("the user's message", "the user's message (between <text> tags)")

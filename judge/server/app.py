@@ -12,8 +12,7 @@ answers each batch with one `Decider.ask_many` call (one ``score()`` call).
 
 Examples
 --------
->>> from judge._errors import LabelError
-from judge.decisions import Decider
+>>> from judge.decisions import Decider
 >>> app = create_app(Decider(), ServerConfig())        # doctest: +SKIP
 >>> import uvicorn; uvicorn.run(app, port=8009)         # doctest: +SKIP
 """
