@@ -212,9 +212,11 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
 
 
 def weights_fingerprint(model) -> str:
-    """A digest of a model's class, config and weights (every tensor's shape, sum and first values).
+    """A digest of a model's class, config and weights: every tensor's shape, dtype, float64 sum,
+    first 64 values and every 997th value.
 
-    Cheap (one pass of sums), and different for any retrained or swapped weights.
+    Cheap (one pass of sums, no full hash of the bytes), and different for retrained, fine-tuned or
+    swapped weights; an edit that keeps every sum and misses every sampled value would go unseen.
 
     Examples
     --------
@@ -234,4 +236,5 @@ def weights_fingerprint(model) -> str:
             flat = p.detach().reshape(-1)
             h.update(f"{name}:{tuple(p.shape)}:{p.dtype}:{float(flat.double().sum()):.17g}".encode())
             h.update(flat[:64].float().cpu().numpy().tobytes())
+            h.update(flat[::997].float().cpu().numpy().tobytes())  # a strided sample of every tensor
     return h.hexdigest()

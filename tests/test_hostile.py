@@ -215,3 +215,23 @@ def test_evaluate_cache_key_covers_what_changes_scores(tiny_llama, tmp_path):
     assert not np.allclose(s1, s2)
     c = _clf(tiny_llama)
     np.testing.assert_array_equal(_scores_with_checkpoint(c, texts, tmp_path / "s2.npy"), s1)
+
+
+def test_fingerprint_changes_with_the_weights(tiny_llama):
+    import torch
+
+    from judge.models import weights_fingerprint
+
+    model, tok = tiny_llama
+    a = weights_fingerprint(model)
+    clf = _clf(tiny_llama)
+    f1 = clf.fingerprint()
+    with torch.no_grad():
+        w = model.model.layers[1].mlp.down_proj.weight
+        w[5, 7] += 1e-3  # one weight deep inside the model
+        try:
+            assert weights_fingerprint(model) != a
+            assert _clf(tiny_llama).fingerprint() != f1
+        finally:
+            w[5, 7] -= 1e-3
+    assert _clf(tiny_llama, label_names="raw").fingerprint() != f1
