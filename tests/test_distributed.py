@@ -9,6 +9,7 @@ plumbing or the output columns, which are what is under test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -72,12 +73,27 @@ def tiny_dir(tmp_path_factory, smollm2):
     return str(d)
 
 
+@contextlib.contextmanager
+def _one_thread():
+    """Ray runs each 1-CPU actor with one torch thread; CPU kernels round differently with more
+    threads, so the single-process reference runs with one thread too (bit-identity is per thread count)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def reference(tiny_dir):
     """Single-process probabilities of every row, batch-invariant (bit-exact) and batched."""
     texts = [r["text"] for r in _rows()]
-    exact = Classifier(LABELS, tiny_dir, batch_invariant=True, progress=False).predict_proba(texts)
-    batched = Classifier(LABELS, tiny_dir, batch_size=16, progress=False).predict_proba(texts)
+    with _one_thread():
+        exact = Classifier(LABELS, tiny_dir, batch_invariant=True, progress=False).predict_proba(texts)
+        batched = Classifier(LABELS, tiny_dir, batch_size=16, progress=False).predict_proba(texts)
     return exact, batched
 
 
@@ -195,9 +211,11 @@ def test_abstain_with_a_calibrated_saved_classifier(cluster, tiny_dir, tmp_path)
     texts = [r["text"] for r in rows]
     clf = Classifier(LABELS, tiny_dir, batch_invariant=True, progress=False)
     y = [LABELS[i % len(LABELS)] for i in range(len(texts))]
-    clf.calibrate(texts, y, coverage=0.5)
+    with _one_thread():
+        clf.calibrate(texts, y, coverage=0.5)
     clf.save(tmp_path / "clf", model_ref=tiny_dir)
-    want = clf.predict_proba(texts)
+    with _one_thread():
+        want = clf.predict_proba(texts)
     keep = want.max(1) >= clf.threshold_
     assert 0 < keep.sum() < len(texts)  # some rows abstain and some do not
     out = dist.classify_dataset(ray.data.from_items(rows, override_num_blocks=4), classifier_dir=tmp_path / "clf",
