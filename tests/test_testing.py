@@ -208,16 +208,8 @@ def test_generators_deterministic():
     assert phrases(3) == ["very positive", "positive", "not positive at all"]
 
 
-def test_generators_match_bench():
-    import sys
-    from pathlib import Path
-
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))
-    try:
-        import _common
-    finally:
-        sys.path.remove(str(bench))
-    for k, seed in ((5, 0), (200, 7)):
-        assert tool_names(k, seed) == _common.tool_names(k, seed)
-        assert icd_codes(k, seed) == _common.icd_codes(k, seed)
+def test_generators_keep_the_benchmarks_label_families():
+    """bench/_common.py re-exports these; the first labels are pinned so published benchmark inputs stay the same."""
+    assert tool_names(5, 0) == ["reset_item_plan", "download_campaign_card_service", "approve_policy_event",
+                                "find_episode", "track_meeting_budget_task"]
+    assert icd_codes(5, 0) == ["M97.8", "P51", "J61.382", "J17.48", "W77"]
