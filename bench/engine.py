@@ -39,19 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def _reference(clf, text):
-    from judge.testing import reference_logprobs
-
-    tok = clf.tokenizer_
-    end = tok.convert_ids_to_tokens(clf.engine_.end_id_)
-    conts = [s + (end if seq[-1] == clf.engine_.end_id_ else "")
-             for s, seq in zip(clf.surfaces_, clf.scored_token_ids_)]
-    return reference_logprobs(clf.model_, tok, clf.render_prompt(text), conts)
-
-
 def _exact_case(name, model, tok, labels, texts, prompt=None):
     from judge import Classifier
-    from judge.testing import reference_logprobs_ids
+    from judge.testing import classifier_reference, reference_logprobs_ids
 
     rec = {"model": name}
     with warnings.catch_warnings(record=True) as caught:
@@ -61,7 +51,7 @@ def _exact_case(name, model, tok, labels, texts, prompt=None):
     rec["path"] = clf.engine_.path_
     rec["reason"] = clf.engine_.check_.get("reason")
     rec["prompt_tokens"] = len(clf.prompt_ids(texts[0]))
-    rec["exact_max_abs_diff"] = float(max(np.max(np.abs(s[i] - _reference(clf, t))) for i, t in enumerate(texts)))
+    rec["exact_max_abs_diff"] = float(max(np.max(np.abs(s[i] - classifier_reference(clf, t))) for i, t in enumerate(texts)))
     single = ["yes", "no", "maybe"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -73,7 +63,7 @@ def _exact_case(name, model, tok, labels, texts, prompt=None):
         dec = Classifier(labels, model, tokenizer=tok, method="decode", top_k=3, prompt=prompt).decision_function(texts)
         ex = Classifier(labels, model, tokenizer=tok, method="exact", end_token=True, prompt=prompt)
         exs = ex.decision_function(texts)
-        refs = np.stack([_reference(ex, t) for t in texts])
+        refs = np.stack([classifier_reference(ex, t) for t in texts])
     found = np.isfinite(dec)
     rec["decode_found"] = int(found.sum())
     rec["decode_max_abs_diff"] = float(np.max(np.abs(dec[found] - refs[found]))) if found.any() else None
@@ -174,6 +164,7 @@ def _bare(clf, texts, batch_size):
     from transformers import DynamicCache
 
     from judge.bounded import OptionTrie
+    from judge.engine import native_gqa
 
     model = clf.model_
     tok = clf.tokenizer_
@@ -186,7 +177,7 @@ def _bare(clf, texts, batch_size):
     trie = OptionTrie(clf.scored_token_ids_)
     internal = [int(trie.token[n]) for n in range(1, len(trie.parent)) if trie.children[n]]
     n_read = 1 + len(internal)
-    gqa = _cpu_native_gqa(model.device)
+    gqa = native_gqa(model.device)  # the engine's kernel choice, for a fair bare pass
     t0 = time.perf_counter()
     for s in range(0, len(prompts), batch_size):
         seqs = []
@@ -210,21 +201,6 @@ def _bare(clf, texts, batch_size):
         with torch.inference_mode(), gqa:
             model(input_ids=ids, attention_mask=att, use_cache=True, logits_to_keep=n_read, cache=cache)
     return time.perf_counter() - t0
-
-
-class _cpu_native_gqa:
-    """The same attention kernel choice as the engine's (native GQA on CPU), for a fair bare pass."""
-
-    def __init__(self, device):
-        self.on = device.type == "cpu" and "TRANSFORMERS_SDPA_FORCE_GQA" not in os.environ
-
-    def __enter__(self):
-        if self.on:
-            os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = "1"
-
-    def __exit__(self, *exc):
-        if self.on:
-            os.environ.pop("TRANSFORMERS_SDPA_FORCE_GQA", None)
 
 
 def throughput(args):

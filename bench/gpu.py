@@ -42,7 +42,7 @@ def main(argv=None):
     from judge import Classifier
     from judge import datasets as ds
     from judge.models import load_model
-    from judge.testing import reference_logprobs
+    from judge.testing import classifier_reference
 
     model, tok = load_model(args.model, device="cuda", dtype=torch.bfloat16)
     test = ds.load("banking77", split="test", data_dir=args.data_dir)
@@ -55,9 +55,7 @@ def main(argv=None):
     scores = clf.decision_function(texts[: args.n_exact])
     diffs, agree = [], 0
     for i, t in enumerate(texts[: args.n_exact]):
-        end = tok.convert_ids_to_tokens(clf.engine_.end_id_)
-        conts = [s + (end if q[-1] == clf.engine_.end_id_ else "") for s, q in zip(clf.surfaces_, clf.scored_token_ids_)]
-        ref = reference_logprobs(model, tok, clf.render_prompt(t), conts)
+        ref = classifier_reference(clf, t)
         diffs.append(float(np.max(np.abs(scores[i] - ref))))
         agree += int(np.argmax(scores[i]) == np.argmax(ref))
     out["exact_bf16_max_abs_diff"] = max(diffs)

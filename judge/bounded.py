@@ -148,7 +148,7 @@ def _run_batch(engine, items, trie, rid, b, T, min_b, hold, mode, eps, per_round
     import torch
     from transformers import DynamicCache
 
-    from judge.engine import _cache_kw, _lse64, _native_gqa
+    from judge.engine import _cache_kw, _lse64, native_gqa
 
     model = engine.model_
     dev = model.device
@@ -246,7 +246,7 @@ def _run_batch(engine, items, trie, rid, b, T, min_b, hold, mode, eps, per_round
             t.masked_fill_(torch.from_numpy(~m), neg)
             tmask[name] = t[:, None].to(dev)
         attn = tmask[None] if kind == "single" else tmask
-        with torch.inference_mode(), _native_gqa(dev):
+        with torch.inference_mode(), native_gqa(dev):
             o = model(input_ids=ids.to(dev), attention_mask=attn, position_ids=pos.to(dev), use_cache=True,
                       logits_to_keep=keep.to(dev), **{kw: cache})
         fed_total += sum(len(todo[r]) for r in rows)

@@ -59,6 +59,7 @@ __all__ = [
     "calibrate_decisions",
     "render_value",
     "MAX_LISTED_OPTIONS",
+    "check_questions",
 ]
 
 #: Above this many options a choice question's options are not listed in the prompt.
@@ -858,6 +859,26 @@ def question_from_wire(q: Any, *, where: str = "question") -> Question:
 
 # ----------------------------------------------------------------------------- the decider
 
+
+def check_questions(questions) -> None:
+    """Raise DecisionError unless ``questions`` is a non-empty mapping of non-empty str ids to questions.
+
+    Examples
+    --------
+    >>> check_questions({"q": YesNo("Is it?")})
+    >>> check_questions({})
+    Traceback (most recent call last):
+    ...
+    judge.decisions.DecisionError: questions must be a non-empty mapping {id: question}, got {}.
+    """
+    if not isinstance(questions, Mapping) or not questions:
+        raise DecisionError(f"questions must be a non-empty mapping {{id: question}}, got {questions!r:.60}.")
+    for qid, q in questions.items():
+        if not isinstance(qid, str) or not qid:
+            raise DecisionError(f"Question ids must be non-empty strings, got {qid!r}.")
+        if not isinstance(q, (Choice, YesNo, Score)):
+            raise DecisionError(f"Question {qid!r} must be a Choice, YesNo or Score, got {type(q).__name__}.")
+
 class Decider:
     """Answer typed questions about a state with a causal LM.
 
@@ -966,13 +987,8 @@ class Decider:
         queries, plans, keys = [], [], []
         for ci, (state, questions) in enumerate(calls):
             st = _state_text(state)
-            if not isinstance(questions, Mapping) or not questions:
-                raise DecisionError(f"questions must be a non-empty mapping {{id: question}}, got {questions!r:.60}.")
+            check_questions(questions)
             for qid, q in questions.items():
-                if not isinstance(qid, str) or not qid:
-                    raise DecisionError(f"Question ids must be non-empty strings, got {qid!r}.")
-                if not isinstance(q, (Choice, YesNo, Score)):
-                    raise DecisionError(f"Question {qid!r} must be a Choice, YesNo or Score, got {type(q).__name__}.")
                 p = _plan(tok, st, q, chat)
                 plans.append(p)
                 keys.append((ci, qid))

@@ -467,15 +467,9 @@ def decide_dataset(ds, questions: Mapping[str, Any], *, state_column: str = "sta
     0.83
     """
     _ray()
-    from judge.decisions import Choice, DecisionError, Score, YesNo
+    from judge.decisions import check_questions
 
-    if not isinstance(questions, Mapping) or not questions:
-        raise DecisionError(f"questions must be a non-empty mapping {{id: question}}, got {questions!r:.60}.")
-    for qid, q in questions.items():
-        if not isinstance(qid, str) or not qid:
-            raise DecisionError(f"Question ids must be non-empty strings, got {qid!r}.")
-        if not isinstance(q, (Choice, YesNo, Score)):
-            raise DecisionError(f"Question {qid!r} must be a Choice, YesNo or Score, got {type(q).__name__}.")
+    check_questions(questions)
     _check_model_ref(model)
     if calibration is not None and not isinstance(calibration, (str, os.PathLike)):
         raise TypeError(f"calibration must be the path of a DecisionCalibration file, got "

@@ -40,7 +40,7 @@ import numpy as np
 from judge._errors import LabelError
 from judge.forest import Forest, row_mask
 
-__all__ = ["Query", "Engine", "EngineCheckWarning"]
+__all__ = ["Query", "Engine", "EngineCheckWarning", "native_gqa"]
 
 _ATOL = {"float32": 2e-3, "float64": 1e-6}
 _HALF_ATOL = 0.15
@@ -569,7 +569,7 @@ class Engine:
         if kv is not None:
             for i, (k, v) in enumerate(kv):
                 cache.update(k.expand(B, *k.shape[1:]), v.expand(B, *v.shape[1:]), i)
-        with torch.inference_mode(), _native_gqa(dev):
+        with torch.inference_mode(), native_gqa(dev):
             out = self.model_(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos.to(dev),
                               use_cache=True, logits_to_keep=keep.to(dev), **{_cache_kw(self.model_): cache})
             logits = _logits_of(out).reshape(B, P, -1)
@@ -656,7 +656,7 @@ def _continuation(model, it, cache, rows, kw, dev):
     return out
 
 
-class _native_gqa:
+class native_gqa:
     """On CPU, let transformers' sdpa path use torch's native grouped-query attention with a mask.
 
     transformers repeats the key/value heads (``repeat_kv``, a copy of the whole cache per layer)
@@ -664,6 +664,14 @@ class _native_gqa:
     CPU the math kernel is what runs in both cases, and native GQA gives bit-identical scores
     (checked on SmolLM2) at about half the time of a tree pass. Scoped to our forward calls
     (under the engine's lock); a user's own setting of the variable is left alone.
+
+    Examples
+    --------
+    >>> import os
+    >>> with native_gqa("cpu"):
+    ...     on = os.environ.get("TRANSFORMERS_SDPA_FORCE_GQA")
+    >>> on == "1" or "TRANSFORMERS_SDPA_FORCE_GQA" in os.environ
+    True
     """
 
     def __init__(self, device):

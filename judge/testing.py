@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "classifier_reference",
     "ARCHITECTURES",
     "SLIDING_ARCHITECTURES",
     "icd_codes",
@@ -398,6 +399,25 @@ def reference_logprobs(
             n += 1
         out.append(_forward_logprobs(model, ids, n))
     return np.asarray(out, dtype=np.float64)
+
+
+def classifier_reference(clf, text: str) -> np.ndarray:
+    """Brute-force scores of a Classifier's labels for ``text``: (K,) float64, in ``clf.classes_`` order.
+
+    Uses only what the classifier shows (``render_prompt``, ``surfaces_``, which labels are scored
+    with the end token) and tokenizes ``render_prompt(text) + label (+ the end token's text)`` itself
+    through :func:`reference_logprobs`; nothing of the engine is imported.
+
+    Examples
+    --------
+    >>> classifier_reference(clf, "Where is my card?").shape      # doctest: +SKIP
+    (77,)
+    """
+    tok = clf.tokenizer_
+    end_id = clf.engine_.end_id_
+    end = tok.convert_ids_to_tokens(end_id)
+    conts = [s + (end if seq[-1] == end_id else "") for s, seq in zip(clf.surfaces_, clf.scored_token_ids_)]
+    return reference_logprobs(clf.model_, tok, clf.render_prompt(text), conts)
 
 
 # --------------------------------------------------------------------------- label generators

@@ -76,3 +76,13 @@ def tiny_llama(smollm2):
     with torch.no_grad():  # larger logits than the default init, so label scores differ visibly
         model.lm_head.weight.mul_(20.0)
     return model, tok
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tiny_llama, tmp_path_factory):
+    """The tiny Llama and its tokenizer saved to a folder (for the CLI, which loads models by path)."""
+    path = tmp_path_factory.mktemp("tiny")
+    model, tok = tiny_llama
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)

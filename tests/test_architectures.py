@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from judge import Classifier
-from judge.testing import ARCHITECTURES, SLIDING_ARCHITECTURES, reference_logprobs, tiny_model
+from judge.testing import ARCHITECTURES, SLIDING_ARCHITECTURES, classifier_reference, tiny_model
 from tests.conftest import load_tokenizer
 
 LABELS = ["card_arrival", "card_linking", "card", "exchange_rate", "pin_blocked"]
@@ -23,21 +23,13 @@ WINDOW = 16  # shorter than the cached prefix (~90 tokens) and than every prompt
 FALLBACK = {"bloom", "falcon_alibi", "gpt_neo", "qwen3_next"}  # no exact tree mask: the fallback runs
 
 
-def _reference(clf, text):
-    tok = clf.tokenizer_
-    end = tok.convert_ids_to_tokens(clf.engine_.end_id_)
-    conts = [s + (end if seq[-1] == clf.engine_.end_id_ else "")
-             for s, seq in zip(clf.surfaces_, clf.scored_token_ids_)]
-    return reference_logprobs(clf.model_, tok, clf.render_prompt(text), conts)
-
-
 def _check(model, tok, labels=LABELS, method="exact", **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fallback announces itself; asserted through path_
         clf = Classifier(labels, model, tokenizer=tok, method=method, batch_size=2, **kw)
         scores = clf.decision_function(TEXTS)
     for i, t in enumerate(TEXTS):
-        ref = _reference(clf, t)
+        ref = classifier_reference(clf, t)
         if method == "first_token":
             ref = None
         if ref is not None:

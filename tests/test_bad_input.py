@@ -148,15 +148,6 @@ def test_non_utf8_input_is_an_error(tmp_path):
         predict("--labels", "a,b", "--input", str(tmp_path / "in.txt"))
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_llama, tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny")
-    model, tok = tiny_llama
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
-
-
 def test_good_csv_with_bom_still_predicts(tiny_dir, tmp_path):
     (tmp_path / "in.csv").write_bytes('\ufefftext,id\n"card, late",1\n"x ""y""",2\n'.encode())
     out = tmp_path / "out.jsonl"

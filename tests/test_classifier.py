@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from judge import Classifier, LabelError
-from judge.testing import reference_logprobs, reference_logprobs_ids
+from judge.testing import classifier_reference, reference_logprobs_ids
 
 BANK = ["card_arrival", "card_linking", "card_not_working", "exchange_rate", "lost_or_stolen_card",
         "pin_blocked", "top_up_failed", "top_up_reverted"]
@@ -25,12 +25,7 @@ def _clf(model_tok, labels, **kw):
 
 def _brute(clf, text):
     """Reference scores: each label (plus the end token's text where it is scored) after the prompt."""
-    tok = clf.tokenizer_
-    end = tok.convert_ids_to_tokens(clf.engine_.end_id_)
-    conts = []
-    for surface, seq in zip(clf.surfaces_, clf.scored_token_ids_):
-        conts.append(surface + (end if seq[-1] == clf.engine_.end_id_ else ""))
-    return reference_logprobs(clf.model_, tok, clf.render_prompt(text), conts)
+    return classifier_reference(clf, text)
 
 
 @pytest.mark.parametrize("labels", [

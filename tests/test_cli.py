@@ -10,15 +10,6 @@ import pytest
 from judge.cli import main
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_llama, tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny")
-    model, tok = tiny_llama
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
-
-
 def test_predict_from_stdin_lines(tiny_dir, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO("my card is late\nwhat is the rate\n"))
     assert main(["predict", "--labels", "card_arrival,exchange_rate,pin_blocked", "--model", tiny_dir]) == 0
