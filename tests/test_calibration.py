@@ -608,3 +608,101 @@ def test_displays_plot_to_png(tmp_path):
     finally:
         plt.close(diagram.figure_)
         plt.close(curve.figure_)
+
+
+# ------------------------------------------- noise floor, intervals, coverage at a target accuracy, joint fit
+def _calibrated_sample(n, k=4, seed=0):
+    """Rows whose labels are drawn from their own probabilities: perfectly calibrated by construction."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(k, 0.5), n)
+    y = np.array([rng.choice(k, p=row) for row in p])
+    return y, p
+
+
+def test_ece_noise_floor_matches_a_calibrated_model_and_shrinks_with_n():
+    y, p = _calibrated_sample(400)
+    floor, sd = cal.ece_noise_floor(p, n_resamples=300)
+    measured = expected_calibration_error(y, p)
+    assert abs(measured - floor) < 3 * sd + 1e-9  # a calibrated model's ECE is its noise floor, within noise
+    big_floor, _ = cal.ece_noise_floor(_calibrated_sample(20000)[1], n_resamples=50)
+    assert big_floor < floor / 3  # ~ 1 / sqrt(n)
+    # a miscalibrated model (overconfident) sits far above its floor
+    sharp = softmax(3 * np.log(p), axis=1)
+    f2, sd2 = cal.ece_noise_floor(sharp, n_resamples=100)
+    assert expected_calibration_error(y, sharp) > f2 + 5 * sd2
+
+
+def test_ece_noise_floor_rejects_bad_arguments():
+    _, p = _calibrated_sample(10)
+    with pytest.raises(ValueError, match="n_resamples"):
+        cal.ece_noise_floor(p, n_resamples=0)
+    with pytest.raises(ValueError, match="n_bins"):
+        cal.ece_noise_floor(p, n_bins=0)
+
+
+def test_bootstrap_interval_brackets_the_point_and_covers_the_truth():
+    acc = lambda yy, pp: float((pp.argmax(1) == yy).mean())  # noqa: E731
+    hits = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        correct = rng.random(200) < 0.7  # true accuracy 0.7
+        p = np.tile([0.6, 0.4], (200, 1))
+        y = np.where(correct, 0, 1)
+        lo, hi = cal.bootstrap_interval(acc, y, p, n_resamples=300, seed=seed)
+        assert lo <= acc(y, p) <= hi
+        hits += lo <= 0.7 <= hi
+    assert hits >= 34  # a 95% interval covers the truth in most of 40 draws
+    with pytest.raises(ValueError, match="level"):
+        cal.bootstrap_interval(acc, y, p, level=1.5)
+
+
+def test_coverage_at_accuracy_by_hand():
+    y = [0, 0, 1, 1]
+    p = [[0.9, 0.1], [0.8, 0.2], [0.7, 0.3], [0.4, 0.6]]  # right, right, wrong, right by confidence order
+    assert cal.coverage_at_accuracy(y, p, 1.0) == 0.5
+    assert cal.coverage_at_accuracy(y, p, 0.75) == 1.0
+    assert cal.coverage_at_accuracy([1, 1], [[0.9, 0.1], [0.8, 0.2]], 0.5) == 0.0
+    with pytest.raises(ValueError, match="target"):
+        cal.coverage_at_accuracy(y, p, 0.0)
+
+
+def test_fit_bias_temperature_recovers_a_planted_bias_and_temperature():
+    rng = np.random.default_rng(1)
+    n, k = 4000, 5
+    true = rng.normal(0, 2, (n, k))
+    y = np.array([rng.choice(k, p=row) for row in softmax(true, axis=1)])
+    planted = np.array([1.5, -0.5, 0.0, 0.7, -1.7])
+    observed = 2.0 * true + planted  # T = 2, bias b: softmax((observed - b) / T) is the truth
+    b, T = cal.fit_bias_temperature(observed, y, l2=0.0)
+    assert abs(T - 2.0) < 0.15
+    np.testing.assert_allclose(b - b.mean(), planted - planted.mean(), atol=0.3)
+    # no worse than contextual-free temperature scaling alone, on held-out rows
+    fit = TemperatureScaler().fit(observed[:2000], y[:2000])
+    b2, T2 = cal.fit_bias_temperature(observed[:2000], y[:2000], l2=1.0)
+    nll_joint = -np.mean(log_softmax((observed[2000:] - b2) / T2, axis=1)[np.arange(2000), y[2000:]])
+    nll_temp = -np.mean(np.log(fit.predict_proba(observed[2000:])[np.arange(2000), y[2000:]]))
+    assert nll_joint < nll_temp
+
+
+def test_fit_bias_temperature_keeps_impossible_labels_and_checks_input():
+    rng = np.random.default_rng(2)
+    s = rng.normal(size=(50, 3))
+    s[:, 2] = -np.inf
+    y = rng.integers(0, 2, 50)
+    b, T = cal.fit_bias_temperature(s, y)
+    assert np.all(np.isfinite(b)) and T > 0
+    with pytest.raises(ValueError, match="class index"):
+        cal.fit_bias_temperature(s, np.full(50, 3))
+    with pytest.raises(ValueError, match="l2"):
+        cal.fit_bias_temperature(s, y, l2=-1)
+
+
+def test_calibration_report_has_baselines_intervals_and_floor():
+    y, p = _calibrated_sample(300, k=3)
+    r = cal.calibration_report(y, p, n_resamples=200)
+    assert r["n"] == 300 and r["uniform"] == pytest.approx(1 / 3)
+    assert r["majority"]["accuracy"] == pytest.approx(np.bincount(y).max() / 300)
+    assert r["accuracy_ci"][0] <= r["accuracy"] <= r["accuracy_ci"][1]
+    assert r["ece_ci"][0] <= r["ece"] <= r["ece_ci"][1]
+    assert r["ece_over_floor"] == pytest.approx(r["ece"] / r["ece_floor"])
+    assert set(r["coverage_at_accuracy"]) == {"0.5", "0.7"}

@@ -32,11 +32,15 @@ Examples
 """
 
 from .abstention import clopper_pearson_lower, select_threshold
-from .bias import apply_bias, batch_bias, contextual_bias
+from .bias import apply_bias, batch_bias, contextual_bias, fit_bias_temperature
 from .conformal import ConformalPredictor, conformal_quantile, conformity_scores
 from .metrics import (
     aurc,
+    bootstrap_interval,
     brier_score,
+    calibration_report,
+    coverage_at_accuracy,
+    ece_noise_floor,
     expected_calibration_error,
     maximum_calibration_error,
     negative_log_likelihood,
@@ -51,6 +55,7 @@ __all__ = [
     "contextual_bias",
     "batch_bias",
     "apply_bias",
+    "fit_bias_temperature",
     # temperature.py
     "TemperatureScaler",
     # metrics.py
@@ -61,6 +66,10 @@ __all__ = [
     "risk_coverage_curve",
     "aurc",
     "selective_accuracy",
+    "coverage_at_accuracy",
+    "ece_noise_floor",
+    "bootstrap_interval",
+    "calibration_report",
     # abstention.py
     "select_threshold",
     "clopper_pearson_lower",

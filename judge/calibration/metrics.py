@@ -31,6 +31,10 @@ __all__ = [
     "risk_coverage_curve",
     "aurc",
     "selective_accuracy",
+    "coverage_at_accuracy",
+    "ece_noise_floor",
+    "bootstrap_interval",
+    "calibration_report",
 ]
 
 _STRATEGIES = ("uniform", "quantile")
@@ -67,6 +71,11 @@ def _top_label_bins(y_true: ArrayLike, proba: ArrayLike, n_bins: int, strategy: 
         )
     y, p = _check_inputs(y_true, proba)
     conf, correct = _top_label(y, p)
+    return _bin_conf(conf, correct, n_bins, strategy)
+
+
+def _bin_conf(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) -> _Bins:
+    """:func:`_top_label_bins` on (confidence, correctness) already extracted."""
     if strategy == "uniform":
         edges = np.linspace(0.0, 1.0, n_bins + 1)
     else:
@@ -353,3 +362,184 @@ def selective_accuracy(y_true: ArrayLike, proba: ArrayLike, coverage: float) -> 
 def _n_kept(coverage: float, n: int) -> int:
     """``ceil(coverage * n)`` robust to float noise, at least 1."""
     return max(1, int(np.ceil(coverage * n - 1e-9)))
+
+
+def coverage_at_accuracy(y_true: ArrayLike, proba: ArrayLike, target: float) -> float:
+    """Largest fraction of most confident rows whose accuracy is at least ``target`` (0 if none).
+
+    Measured on the rows given (an empirical figure; a threshold chosen on other
+    data with a guarantee is :func:`judge.calibration.select_threshold`). Rows
+    are ranked by top-label confidence, ties by row order.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    proba : array-like of shape (n_samples, n_classes)
+    target : float in (0, 1]
+        The selective accuracy to reach, e.g. 0.7 (a target risk of 0.3).
+
+    Returns
+    -------
+    coverage : float in [0, 1]
+
+    Examples
+    --------
+    >>> from judge.calibration import coverage_at_accuracy
+    >>> y = [0, 1, 0, 1]
+    >>> p = [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]]
+    >>> coverage_at_accuracy(y, p, 1.0), coverage_at_accuracy(y, p, 0.5)
+    (0.25, 1.0)
+    """
+    target = _check_unit_interval(target, "target", closed_right=True, example=0.7)
+    y, p = _check_inputs(y_true, proba)
+    conf, correct = _top_label(y, p)
+    order = np.argsort(-conf, kind="stable")
+    running = np.cumsum(correct[order]) / np.arange(1, len(y) + 1)
+    ok = np.flatnonzero(running >= target - 1e-12)
+    return float((ok[-1] + 1) / len(y)) if len(ok) else 0.0
+
+
+def ece_noise_floor(
+    proba: ArrayLike, n_bins: int = 15, strategy: str = "uniform", *, n_resamples: int = 200, seed: int = 0
+) -> tuple[float, float]:
+    """ECE a perfectly calibrated model with these confidences would show at this sample size.
+
+    Each resample draws correctness ``~ Bernoulli(confidence)`` per row and
+    measures the ECE (same bins as :func:`expected_calibration_error`); the
+    mean and standard deviation over resamples are returned. ECE is biased
+    upwards at finite n, so compare a measured ECE with this floor rather than
+    with 0 (the convention of ``sys1bench``).
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_samples, n_classes)
+    n_bins, strategy : as :func:`expected_calibration_error`
+    n_resamples : int, default=200
+    seed : int, default=0
+
+    Returns
+    -------
+    (mean, sd) : tuple of float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from judge.calibration import ece_noise_floor
+    >>> p = np.tile([0.7, 0.3], (400, 1))
+    >>> mean, sd = ece_noise_floor(p)
+    >>> 0.0 < mean < 0.05, sd < mean
+    (True, True)
+    """
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}; use e.g. 200.")
+    p = _check_proba(proba)
+    conf = p.max(axis=1)
+    _top_label_bins(np.zeros(len(conf), int), p, n_bins, strategy)  # validates n_bins / strategy
+    rng = np.random.default_rng(seed)
+    vals = [_ece(_bin_conf(conf, (rng.random(len(conf)) < conf).astype(float), n_bins, strategy))
+            for _ in range(n_resamples)]
+    return float(np.mean(vals)), float(np.std(vals))
+
+
+def bootstrap_interval(
+    metric, y_true: ArrayLike, proba: ArrayLike, *, n_resamples: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``metric(y_true, proba)`` over rows resampled with replacement.
+
+    Parameters
+    ----------
+    metric : callable ``(y, proba) -> float``
+        E.g. :func:`expected_calibration_error`, or
+        ``lambda y, p: float((p.argmax(1) == y).mean())`` for accuracy.
+    y_true : array-like of shape (n_samples,)
+    proba : array-like of shape (n_samples, n_classes)
+    n_resamples : int, default=1000
+    level : float in (0, 1), default=0.95
+    seed : int, default=0
+
+    Returns
+    -------
+    (low, high) : tuple of float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from judge.calibration import bootstrap_interval
+    >>> y = np.array([0, 1] * 50); p = np.tile([0.6, 0.4], (100, 1))
+    >>> lo, hi = bootstrap_interval(lambda y, p: float((p.argmax(1) == y).mean()), y, p)
+    >>> lo < 0.5 < hi
+    True
+    """
+    level = _check_unit_interval(level, "level", closed_right=False, example=0.95)
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}; use e.g. 1000.")
+    y, p = _check_inputs(y_true, proba)
+    rng = np.random.default_rng(seed)
+    vals = np.array([metric(y[i], p[i]) for i in (rng.integers(0, len(y), len(y)) for _ in range(n_resamples))])
+    a = (1.0 - level) / 2
+    return float(np.quantile(vals, a)), float(np.quantile(vals, 1 - a))
+
+
+def _accuracy(y: np.ndarray, p: np.ndarray) -> float:
+    return float(np.mean(p.argmax(axis=1) == y))
+
+
+def calibration_report(
+    y_true: ArrayLike, proba: ArrayLike, *, targets=(0.5, 0.7), n_resamples: int = 1000, level: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """Accuracy, macro-F1 and ECE with bootstrap intervals, the ECE noise floor, and coverage at target accuracies.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    proba : array-like of shape (n_samples, n_classes)
+    targets : sequence of float in (0, 1]
+        Selective accuracies for :func:`coverage_at_accuracy`.
+    n_resamples, level, seed : bootstrap and noise-floor settings.
+
+    Returns
+    -------
+    dict
+        ``n``, ``accuracy``, ``accuracy_ci``, ``macro_f1``, ``macro_f1_ci``,
+        ``ece``, ``ece_ci``, ``ece_floor``, ``ece_floor_sd``,
+        ``ece_over_floor``, ``nll``, ``brier``, ``coverage_at_accuracy``
+        (``{target: coverage}``), ``majority`` (accuracy and macro-F1 of
+        always answering this set's most frequent class) and ``uniform``
+        (expected accuracy of a uniform guess, ``1 / n_classes``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from judge.calibration import calibration_report
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.dirichlet(np.ones(3), 300); y = np.array([rng.choice(3, p=r) for r in p])
+    >>> r = calibration_report(y, p, n_resamples=200)
+    >>> r["ece_ci"][0] <= r["ece"] <= r["ece_ci"][1], r["uniform"]
+    (True, 0.3333333333333333)
+    """
+    from sklearn.metrics import f1_score
+
+    y, p = _check_inputs(y_true, proba)
+    k = p.shape[1]
+
+    def f1(yy, pp):
+        return float(f1_score(yy, pp.argmax(axis=1), average="macro", labels=np.arange(k), zero_division=0))
+
+    major = int(np.bincount(y, minlength=k).argmax())
+    const = np.zeros_like(p)
+    const[:, major] = 1.0
+    floor, floor_sd = ece_noise_floor(p, n_resamples=min(n_resamples, 200), seed=seed)
+    ece = expected_calibration_error(y, p)
+    boot = dict(n_resamples=n_resamples, level=level, seed=seed)
+    return {
+        "n": int(len(y)),
+        "accuracy": _accuracy(y, p), "accuracy_ci": bootstrap_interval(_accuracy, y, p, **boot),
+        "macro_f1": f1(y, p), "macro_f1_ci": bootstrap_interval(f1, y, p, **boot),
+        "ece": ece, "ece_ci": bootstrap_interval(expected_calibration_error, y, p, **boot),
+        "ece_floor": floor, "ece_floor_sd": floor_sd, "ece_over_floor": ece / floor if floor > 0 else float("inf"),
+        "nll": negative_log_likelihood(y, p), "brier": brier_score(y, p),
+        "coverage_at_accuracy": {str(t): coverage_at_accuracy(y, p, t) for t in targets},
+        "majority": {"accuracy": float(np.mean(y == major)), "macro_f1": f1(y, const)},
+        "uniform": 1.0 / k,
+    }
