@@ -113,11 +113,13 @@ class Calibration:
 
     @classmethod
     def fit(cls, labels, scores, y, *, bias=None, bias_method=None, temperature=True, target_accuracy=None,
-            coverage=None, confidence=0.95) -> Calibration:
+            coverage=None, confidence=0.95, fit_bias=None) -> Calibration:
         """Fit temperature (and threshold) on log-scores ``(n, K)`` with true indices ``(n,)``.
 
         ``bias`` (K,) is a precomputed label bias (contextual or batch);
         non-finite entries are replaced by the mean of the finite ones.
+        ``fit_bias`` (an L2 strength): also fit a residual bias on top of it,
+        jointly with the temperature (:func:`judge.calibration.fit_bias_temperature`).
         """
         from judge.calibration import (
             TemperatureScaler,
@@ -126,6 +128,8 @@ class Calibration:
             select_threshold,
         )
 
+        if fit_bias is not None and not temperature:
+            raise ValueError("A fitted bias ('+fit') is fitted jointly with the temperature; pass temperature=True.")
         scores = np.asarray(scores, np.float64)
         y = np.asarray(y, np.int64)
         if bias is not None:
@@ -133,7 +137,14 @@ class Calibration:
             finite = np.isfinite(b)
             bias = np.where(finite, b, b[finite].mean() if finite.any() else 0.0)
         shifted = scores - (bias[None, :] if bias is not None else 0.0)
-        T = float(TemperatureScaler().fit(shifted, y).temperature_) if temperature else None
+        if fit_bias is not None:
+            from judge.calibration import fit_bias_temperature
+
+            residual, T = fit_bias_temperature(shifted, y, l2=float(fit_bias))
+            bias = residual if bias is None else bias + residual
+            T = float(T)
+        else:
+            T = float(TemperatureScaler().fit(shifted, y).temperature_) if temperature else None
         draft = cls(tuple(labels), bias, T, None, np.full((len(y), scores.shape[1]), 1.0 / scores.shape[1]), y)
         proba = draft.transform(scores)
         th = None

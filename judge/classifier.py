@@ -32,8 +32,12 @@ from judge.trie import as_label_list, validate_labels
 __all__ = ["Classifier", "METHODS"]
 
 METHODS = ("auto", "first_token", "exact", "decode")
+BIASES = ("auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", None, "none")
+#: What ``calibrate(bias="auto")`` fits, chosen on the four validation splits (bench/accuracy.py
+#: select): the batch prior, then a residual bias fitted jointly with the temperature (L2 1.0).
+AUTO_BIAS = "batch+fit"
 _PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "device", "think",
-           "think_tokens", "top_k", "decode_above", "end_token")
+           "think_tokens", "top_k", "decode_above", "end_token", "rotations")
 
 
 class Classifier:
@@ -53,6 +57,8 @@ class Classifier:
         when every label starts with a different token, else ``exact``.
     prompt : PromptTemplate or str, optional
         A string is a completion template with ``{text}`` (and ``{labels}``).
+        Default :data:`judge.prompts.DEFAULT_PROMPT`: a completion prompt
+        that does not list the labels (chosen on validation; see the README).
     label_names : None, "natural", "raw", dict or list
         What the model writes for each label (default: ``card_arrival`` ->
         ``card arrival``); predictions always map back to ``labels``.
@@ -77,6 +83,11 @@ class Classifier:
         Texts packed into one row of the forward pass (``batch_size`` texts
         per pass either way). 1 (padding, the default) measured faster on
         CPU: see the README's engine table.
+    rotations : int
+        Average the label log-probabilities over this many rotations of the
+        label list in the prompt (a list started at 0, K/R, 2K/R, ...
+        places): it cancels part of the small models' bias towards labels
+        listed early, at R times the cost. ``predict`` then scores in full.
 
     Attributes
     ----------
@@ -98,7 +109,7 @@ class Classifier:
     def __init__(self, labels, model=None, *, tokenizer=None, method="auto", prompt=None,
                  label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False,
-                 pack=1):
+                 pack=1, rotations=1):
         object.__setattr__(self, "_lock", threading.RLock())
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "calibration_", None)
@@ -120,6 +131,10 @@ class Classifier:
         if not isinstance(pack, int) or isinstance(pack, bool) or pack < 1:
             raise ValueError(f"pack must be a positive int, got {pack!r}.")
         self.pack = pack
+        if not isinstance(rotations, int) or isinstance(rotations, bool) or not 1 <= rotations <= 8:
+            raise ValueError(f"rotations must be an int in [1, 8], got {rotations!r}; 2 averages the list "
+                             f"and its half-way rotation.")
+        self.rotations = rotations
         from judge.labels import check_distinguishable
 
         check_distinguishable(self.labels, label_names_for(self.labels, label_names))  # fail early on look-alikes
@@ -237,7 +252,8 @@ class Classifier:
         c = self._setup()
         spec = {"labels": list(self.labels), "surfaces": c.surfaces, "prefix": c.prefix, "tail": c.tail,
                 "method": c.method, "seqs": c.label_seqs, "think": [c.think, c.think_tokens],
-                "top_k": self.top_k, "path": c.engine.path_, "model": weights_fingerprint(c.engine.model_)}
+                "top_k": self.top_k, "path": c.engine.path_, "model": weights_fingerprint(c.engine.model_),
+                "rotated": [r.prefix for r in c.rotated or ()]}
         return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
     def render_prompt(self, text: str) -> str:
@@ -287,12 +303,16 @@ class Classifier:
             return np.zeros((0, len(self.labels)))
         step = 1 if self.batch_invariant else self.batch_size
         show = self.progress if self.progress is not None else len(texts) > 4 * step
-        extras = scorers.think(c, texts, batch_size=step) if c.think else None
         if c.method == "decode":
+            extras = scorers.think(c, texts, batch_size=step) if c.think else None
             return scorers.score_decode(c, texts, top_k=self.top_k, batch_size=step, extras=extras)
         pack = 1 if self.batch_invariant else min(self.pack, step)
-        return scorers.score_exact(c, texts, batch_size=max(1, step // pack), progress=show, extras=extras,
-                                   pack=pack)
+        out = []
+        for ci in [c, *(c.rotated or ())]:  # rotations: the mean log-probability over the list orders
+            extras = scorers.think(ci, texts, batch_size=step) if ci.think else None
+            out.append(scorers.score_exact(ci, texts, batch_size=max(1, step // pack), progress=show,
+                                           extras=extras, pack=pack))
+        return out[0] if len(out) == 1 else np.mean(out, axis=0)
 
     def _bounded(self, texts, cal, mode, eps):
         from judge.scorers import score_bounded_texts
@@ -370,7 +390,8 @@ class Classifier:
 
     # ------------------------------------------------------------ calibration
     def calibrate(self, texts, y, *, bias="auto", temperature=True, target_accuracy=None,
-                  coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]"), scores=None):
+                  coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]"), scores=None,
+                  bias_l2=1.0):
         """Fit label-bias correction, temperature and (optionally) an abstention threshold.
 
         Everything is validated before any text is scored; on any error the
@@ -381,11 +402,14 @@ class Classifier:
         texts : sequence of str, length n
             Held-out texts (a validation split, never the test set).
         y : sequence of labels, length n
-        bias : {"auto", "contextual", "batch", None}
+        bias : {"auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", None}
             ``contextual``: divide out the label distribution the model gives
             content-free inputs (through the same prompt, reasoning included);
-            ``batch``: the mean distribution over ``texts``; ``auto``:
-            contextual, none on the ``decode`` path.
+            ``batch``: the mean distribution over ``texts``; ``+fit``: then a
+            residual bias fitted with the labels jointly with the temperature
+            (L2 strength ``bias_l2``; ``fit`` alone starts from no prior);
+            ``auto``: :data:`AUTO_BIAS` (chosen on the validation splits, see
+            the README), none on the ``decode`` path.
         temperature : bool
         target_accuracy, coverage : float in (0, 1), optional
             Fit ``threshold_`` (Clopper-Pearson lower bound at ``confidence``),
@@ -393,6 +417,8 @@ class Classifier:
         content_free : sequence of str
         scores : ndarray of shape (n, K), optional
             ``decision_function(texts)`` computed already (it is not recomputed).
+        bias_l2 : float
+            Shrinkage of a fitted residual bias towards the prior (``+fit`` only).
 
         Returns
         -------
@@ -408,8 +434,12 @@ class Classifier:
             raise ValueError(f"texts and y differ in length ({len(texts)} vs {len(yi)}); pass one label per text.")
         if len(texts) < 2:
             raise ValueError(f"calibrate needs at least 2 labelled texts, got {len(texts)}.")
-        if bias not in ("auto", "contextual", "batch", None, "none"):
-            raise ValueError(f"Unknown bias {bias!r}; valid values are 'auto', 'contextual', 'batch', None.")
+        if bias not in BIASES:
+            raise ValueError(f"Unknown bias {bias!r}; valid values are {BIASES}.")
+        if not (isinstance(bias_l2, (int, float)) and not isinstance(bias_l2, bool) and bias_l2 >= 0):
+            raise ValueError(f"bias_l2 must be a number >= 0, got {bias_l2!r}; use e.g. 1.0.")
+        if isinstance(bias, str) and bias.endswith("fit") and not temperature:
+            raise ValueError(f"bias={bias!r} is fitted jointly with the temperature; pass temperature=True.")
         if target_accuracy is not None and coverage is not None:
             raise ValueError("Pass at most one of target_accuracy and coverage.")
         for name, v in (("target_accuracy", target_accuracy), ("coverage", coverage), ("confidence", confidence)):
@@ -423,8 +453,12 @@ class Classifier:
                 raise ValueError(f"scores has shape {scores.shape}, expected ({len(texts)}, {len(self.labels)}).")
         c = self._setup()
         if bias == "auto":
-            bias = None if c.method == "decode" else "contextual"
+            bias = None if c.method == "decode" else AUTO_BIAS
         bias = None if bias == "none" else bias
+        method = bias
+        fit_bias = None
+        if bias is not None and bias.endswith("fit"):
+            fit_bias, bias = float(bias_l2), (bias[:-4] or None)
         if scores is None:
             scores = self._scores(texts)
         b = None
@@ -436,8 +470,9 @@ class Classifier:
             from judge.calibration import batch_bias
 
             b = batch_bias(scores)
-        cal = Calibration.fit(tuple(self.labels), scores, yi, bias=b, bias_method=bias, temperature=temperature,
-                              target_accuracy=target_accuracy, coverage=coverage, confidence=confidence)
+        cal = Calibration.fit(tuple(self.labels), scores, yi, bias=b, bias_method=method, temperature=temperature,
+                              target_accuracy=target_accuracy, coverage=coverage, confidence=confidence,
+                              fit_bias=fit_bias)
         object.__setattr__(self, "calibration_", cal)
         return self
 

@@ -294,6 +294,7 @@ def cmd_evaluate(args) -> int:
     labels = list(test.label_names)
     names = ds.display_names(args.dataset, labels) if args.label_names == "dataset" else None
     clf = Classifier(labels, args.model, method=args.method, batch_size=args.batch_size, progress=False,
+                     rotations=args.rotations,
                      label_names=(names or None) if args.label_names == "dataset" else args.label_names)
     texts, y_lab = list(test.texts), list(test.labels)
     pos = {lab: i for i, lab in enumerate(labels)}
@@ -327,10 +328,10 @@ def cmd_evaluate(args) -> int:
         cscores = _scores_with_checkpoint(clf, list(calib.texts), out_dir / f"scores_{args.calibrate_on}.npy")
         cy = np.array([pos[v] for v in calib.labels])
         clf.calibrate(list(calib.texts), list(calib.labels), scores=cscores, bias=args.bias,
-                      target_accuracy=args.target_accuracy)
+                      target_accuracy=args.target_accuracy, bias_l2=args.bias_l2)
         cal_proba = clf.calibration_.transform(scores)
         metrics["calibration"] = {"split": args.calibrate_on, "n": len(cy), "temperature": clf.temperature_,
-                                  "bias": args.bias, "threshold": clf.threshold_}
+                                  "bias": clf.calibration_.bias_method, "threshold": clf.threshold_}
         metrics["calibrated"] = _metric_block(cal, y, cal_proba)
         if clf.threshold_ is not None:
             keep = cal_proba.max(1) >= clf.threshold_
@@ -383,15 +384,14 @@ def _loose(s: str) -> str:
 
 
 def _metric_block(cal, y, proba) -> dict:
-    return {
-        "accuracy": float((proba.argmax(1) == y).mean()),
-        "ece": cal.expected_calibration_error(y, proba),
+    """Point metrics plus bootstrap intervals, the ECE noise floor, baselines and coverage at 0.5 / 0.7 accuracy."""
+    out = cal.calibration_report(y, proba, targets=(0.5, 0.7, 0.8))
+    out.update({
         "mce": cal.maximum_calibration_error(y, proba),
-        "brier": cal.brier_score(y, proba),
-        "nll": cal.negative_log_likelihood(y, proba),
         "aurc": cal.aurc(y, proba),
         "selective_accuracy_at_50": cal.selective_accuracy(y, proba, 0.5),
-    }
+    })
+    return out
 
 
 def _plots(cal, y, raw, final, out_dir, metrics):
@@ -416,18 +416,26 @@ def _plots(cal, y, raw, final, out_dir, metrics):
 
 
 def _print_summary(m: dict) -> None:
+    best = m.get("calibrated", m["uncalibrated"])
+    lo, hi = best["accuracy_ci"]
     rows = [("dataset", f"{m['dataset']} / {m['split']} (n={m['n']}, K={m['n_labels']})"),
             ("method", m["method"]), ("texts/s", f"{m['texts_per_s']:.2f}"),
             ("validity (constrained)", f"{m['validity']:.1%}"),
-            ("accuracy", f"{m['accuracy']:.1%}"), ("macro-F1", f"{m['macro_f1']:.3f}"),
+            ("accuracy", f"{m['accuracy']:.1%} (95% CI {lo:.1%}-{hi:.1%})"), ("macro-F1", f"{m['macro_f1']:.3f}"),
+            ("baselines: majority / uniform", f"{best['majority']['accuracy']:.1%} / {best['uniform']:.1%}"),
             ("ECE uncalibrated", f"{m['uncalibrated']['ece']:.3f}")]
     if "calibrated" in m:
-        rows += [("ECE calibrated", f"{m['calibrated']['ece']:.3f}"),
-                 ("sel. acc @50% cov.", f"{m['calibrated']['selective_accuracy_at_50']:.1%}")]
+        c = m["calibrated"]
+        rows += [("ECE calibrated", f"{c['ece']:.3f} (CI {c['ece_ci'][0]:.3f}-{c['ece_ci'][1]:.3f}; noise floor "
+                                    f"{c['ece_floor']:.3f}, ratio {c['ece_over_floor']:.2f})"),
+                 ("sel. acc @50% cov.", f"{c['selective_accuracy_at_50']:.1%}")]
+        for t, cov in c["coverage_at_accuracy"].items():
+            rows.append((f"coverage at accuracy >= {t} (measured)", f"{cov:.1%}"))
     if "abstention" in m:
         a = m["abstention"]
         sa = "n/a" if a["selective_accuracy"] is None else f"{a['selective_accuracy']:.1%}"
-        rows += [(f"coverage @ target {a['target_accuracy']}", f"{a['coverage']:.1%} (sel. acc. {sa})")]
+        rows += [(f"threshold from {m['calibration']['split']} for {a['target_accuracy']}",
+                  f"{a['threshold']:.3f}: answers {a['coverage']:.1%} (accuracy on them {sa}), abstains on the rest")]
     if "baseline_generate" in m:
         b = m["baseline_generate"]
         rows += [("generate: validity", f"{b['validity']:.1%} (lenient {b['lenient_validity']:.1%})"),
@@ -495,7 +503,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--calibrate-on", default=None, help="split to calibrate on, e.g. validation")
     ev.add_argument("--calibration-limit", type=int, default=None, help="seeded stratified sample of the calibration split")
-    ev.add_argument("--bias", default="contextual", choices=["contextual", "batch", "none"])
+    ev.add_argument("--bias", default="auto",
+                    choices=["auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", "none"],
+                    help="label-bias correction fitted on the calibration split (auto: chosen on validation)")
+    ev.add_argument("--bias-l2", type=float, default=1.0, help="shrinkage of a fitted ('+fit') bias")
+    ev.add_argument("--rotations", type=int, default=1,
+                    help="average over this many rotations of the label list (R times the cost)")
     ev.add_argument("--target-accuracy", type=float, default=None)
     ev.add_argument("--baseline", choices=["generate"], default=None)
     ev.add_argument("--method", default="auto", choices=["auto", "first_token", "exact", "decode"])

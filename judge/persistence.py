@@ -81,7 +81,8 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
         "method": clf.method, "prompt": prompt, "label_names": names,
         "batch_size": clf.batch_size, "batch_invariant": clf.batch_invariant,
         "think": clf.think, "think_tokens": clf.think_tokens, "top_k": clf.top_k,
-        "decode_above": clf.decode_above, "end_token": clf.end_token, "calibration": None,
+        "decode_above": clf.decode_above, "end_token": clf.end_token, "rotations": clf.rotations,
+        "calibration": None,
     }
     cal = clf.calibration_
     if cal is not None:
@@ -159,7 +160,7 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
     clf = cls(labels, model, tokenizer=tokenizer, method=cfg["method"], prompt=prompt, label_names=names,
               batch_size=cfg["batch_size"], device=device, think=cfg["think"], think_tokens=cfg["think_tokens"],
               top_k=cfg["top_k"], decode_above=cfg["decode_above"], end_token=cfg["end_token"],
-              batch_invariant=cfg["batch_invariant"])
+              batch_invariant=cfg["batch_invariant"], rotations=cfg.get("rotations", 1))
     cal = cfg["calibration"]
     if cal:
         if not isinstance(cal, dict):

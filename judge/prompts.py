@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from judge._errors import LabelError
 
-__all__ = ["PromptTemplate", "DEFAULT_SYSTEM", "GUARDED_SYSTEM", "DEFAULT_COMPLETION", "natural_label", "label_names_for", "encode_pieces"]
+__all__ = ["PromptTemplate", "DEFAULT_PROMPT", "DEFAULT_SYSTEM", "GUARDED_SYSTEM", "DEFAULT_COMPLETION", "natural_label", "label_names_for", "encode_pieces"]
 
 DEFAULT_SYSTEM = (
     "You are a text classifier. Read the user's message and reply with exactly one label from "
@@ -36,19 +36,30 @@ DEFAULT_COMPLETION = (
 _SENTINEL = "\x00JUDGE_TEXT\x00"
 
 
-def natural_label(label: str) -> str:
+def natural_label(label: str, *, lower_first: bool = True) -> str:
     """The natural form of an identifier: ``card_arrival`` -> ``card arrival``.
+
+    Underscores become spaces, and a capitalised first word is lower-cased
+    (``Refund_not_showing_up`` -> ``refund not showing up``): in a sorted list
+    a lone capitalised label sorts first and small models over-pick the first
+    label (measured on the validation splits, see the README). Acronyms and
+    other mixed-case words are kept.
 
     Examples
     --------
     >>> natural_label("card_arrival")
     'card arrival'
-    >>> natural_label("NUM:date")
-    'NUM:date'
+    >>> natural_label("Refund_not_showing_up")
+    'refund not showing up'
+    >>> natural_label("NUM:date"), natural_label("PIN")
+    ('NUM:date', 'PIN')
     >>> natural_label("_")  # nothing left: the label as given
     '_'
     """
-    return " ".join(label.replace("_", " ").split()) or label
+    words = label.replace("_", " ").split()
+    if lower_first and words and words[0][:1].isupper() and words[0][1:].islower():
+        words[0] = words[0].lower()
+    return " ".join(words) or label
 
 
 def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
@@ -80,6 +91,8 @@ def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
     labels = list(labels)
     if label_names is None or label_names == "natural":
         names = [natural_label(lab) for lab in labels]
+        if len(set(names)) < len(names):  # lower-casing merged two labels ("Apple", "apple"): keep the case
+            names = [natural_label(lab, lower_first=False) for lab in labels]
     elif label_names == "raw":
         names = list(labels)
     elif isinstance(label_names, Mapping):
@@ -127,6 +140,9 @@ class PromptTemplate:
     sort_labels : bool
         List the labels sorted by name, so the caller's label order changes
         only the column order of the outputs, never the prompt.
+    rotate : int
+        Start the list this many places later, wrapping around (after
+        sorting): ``Classifier(rotations=R)`` averages over R such lists.
 
     Examples
     --------
@@ -143,6 +159,7 @@ class PromptTemplate:
     label_line: str = "- {label}"
     max_listed_labels: int = 500
     sort_labels: bool = True
+    rotate: int = 0
 
     def uses_chat(self, tokenizer) -> bool:
         """True when the chat template is used for this tokenizer."""
@@ -167,6 +184,9 @@ class PromptTemplate:
         if "{text}" not in (self.user if self.uses_chat(tokenizer) else self.completion):
             raise ValueError("The prompt template has no {text} placeholder; add one where the text goes.")
         shown = sorted(label_names) if self.sort_labels else list(label_names)
+        if shown and self.rotate % len(shown):
+            r = self.rotate % len(shown)
+            shown = shown[r:] + shown[:r]
         listed = "\n".join(self.label_line.format(label=n) for n in shown)
         if len(label_names) > self.max_listed_labels:
             listed = f"({len(label_names)} labels; not listed)"
@@ -294,3 +314,11 @@ def encode_pieces(tokenizer, pieces, *, add_special_tokens=False) -> list[int]:
             out.extend(tokenizer(full[a:b], add_special_tokens=False)["input_ids"])
         at = b
     return out
+
+
+#: The prompt ``Classifier`` uses when none is given, chosen on the four validation splits
+#: (bench/accuracy.py select; the README's table): the completion prompt, labels not listed.
+#: With SmolLM2-135M it beat the chat template with the list by 6 points of mean accuracy
+#: (0.460 vs 0.398, batch+fit bias); the list confuses the small model more than it helps.
+#: ``PromptTemplate()`` (chat template where the tokenizer has one, labels listed) is still there.
+DEFAULT_PROMPT = PromptTemplate(chat=False, max_listed_labels=0)

@@ -23,12 +23,12 @@ Classifier does).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from judge.engine import _Item
-from judge.prompts import PromptTemplate, label_names_for
+from judge.prompts import DEFAULT_PROMPT, PromptTemplate, label_names_for
 
 __all__ = ["CompiledLabels", "compile_labels", "prompt_items", "think", "score_exact", "score_decode", "score_bounded_texts",
            "generate_unconstrained", "THINK_CUE"]
@@ -55,6 +55,7 @@ class CompiledLabels:
     think_tokens: int
     automaton: object = None
     option_trie: object = None
+    rotated: list = None  # the same labels under the other list rotations (Classifier(rotations=R))
 
     def pieces(self, text: str, extra=()):
         return [(self.prefix, False), (text, True), (self.tail, False), *extra]
@@ -196,7 +197,7 @@ def score_bounded_texts(c: CompiledLabels, texts, cal, mode, eps, *, batch_size=
     """Bounded scoring (judge.bounded) where it applies, else None: (n, K) with NaN where unexpanded."""
     from judge.bounded import OptionTrie, score_bounded
 
-    if c.method != "exact" or c.think or c.engine.path_ != "tree" or not texts:
+    if c.method != "exact" or c.think or c.rotated or c.engine.path_ != "tree" or not texts:
         return None
     if c.option_trie is None:
         c.option_trie = OptionTrie(c.label_seqs)
@@ -221,10 +222,32 @@ def compile_labels(clf) -> CompiledLabels:
     eng = old if same else Engine(clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
     eng.setup()
     object.__setattr__(clf, "engine_", eng)
-    tok = eng.tokenizer_
     prompt = clf.prompt
-    prompt = PromptTemplate() if prompt is None else (
+    prompt = DEFAULT_PROMPT if prompt is None else (
         PromptTemplate.from_string(prompt) if isinstance(prompt, str) else prompt)
+    c = _compile_prompt(clf, eng, prompt)
+    if clf.rotations > 1:
+        if c.method == "decode":
+            raise ValueError(f"rotations={clf.rotations} averages over label lists, which the decode path "
+                             f"(K > decode_above, or method='decode') does not score; use rotations=1.")
+        K = len(clf.labels)
+        offsets = sorted({(r * K) // clf.rotations for r in range(1, clf.rotations)} - {0})
+        rotated = [_compile_prompt(clf, eng, replace(prompt, rotate=prompt.rotate + o), method=c.method)
+                   for o in offsets]
+        c.rotated = [r for r in rotated if r.prefix != c.prefix]
+        if not c.rotated:
+            warnings.warn(f"rotations={clf.rotations} has no effect: the prompt does not list the labels "
+                          f"(K={K} > max_listed_labels, or no {{labels}} in the template), so every "
+                          f"rotation is the same prompt; scoring once.", stacklevel=3)
+        for r in c.rotated:
+            eng.set_root(r.root_ids)
+    eng.set_root(c.root_ids)
+    return c
+
+
+def _compile_prompt(clf, eng, prompt, method=None):
+    """CompiledLabels for one prompt template (one list order)."""
+    tok = eng.tokenizer_
     chat = prompt.uses_chat(tok)
     names = label_names_for(clf.labels, clf.label_names)
     surfaces = [prompt.label_prefix(tok) + n for n in names]
@@ -244,7 +267,7 @@ def compile_labels(clf) -> CompiledLabels:
         seqs = eng.option_ids(tail, surfaces, what="Label")
         firsts = np.asarray([s[0] for s in seqs], np.int64)
         distinct = len(set(firsts.tolist())) == K
-        method = ("first_token" if distinct else "exact") if clf.method == "auto" else clf.method
+        method = method or (("first_token" if distinct else "exact") if clf.method == "auto" else clf.method)
         if method == "first_token" and not distinct:
             dup = [clf.labels[i] for i in range(K) if (firsts == firsts[i]).sum() > 1][:4]
             raise ValueError(
@@ -257,5 +280,4 @@ def compile_labels(clf) -> CompiledLabels:
         from judge.trie import TrieAutomaton
 
         c.automaton = TrieAutomaton.build(surfaces, eng.vocab_)
-    eng.set_root(root)
     return c

@@ -122,6 +122,27 @@ def test_cascade_routes_low_confidence_rows(clf):
     assert report["fallback"]["accuracy"] == 0.25
 
 
+def test_cascade_curve_routes_least_confident_first(clf):
+    gold = ["card_arrival", "exchange_rate", "pin_blocked", "top_up_failed"]
+    proba = clf.predict_proba(TEST)
+    first = clf.classes_[proba.argmax(1)]
+    cas = Cascade(clf, lambda t: [gold[TEST.index(x)] for x in t])  # an oracle fallback
+    pts = cas.curve(TEST, gold, fractions=[0.0, 0.5, 1.0])
+    assert [p["routed"] for p in pts] == [0.0, 0.5, 1.0]
+    assert pts[0]["accuracy"] == float(np.mean(first == np.array(gold, dtype=object)))
+    assert pts[-1]["accuracy"] == 1.0  # everything routed to the oracle
+    low = np.argsort(proba.max(1), kind="stable")[:2]
+    want = first.astype(object).copy()
+    want[low] = np.array(gold, dtype=object)[low]
+    assert pts[1]["accuracy"] == float(np.mean(want == np.array(gold, dtype=object)))
+    # routing below the reported threshold reproduces the point
+    cas.threshold = pts[1]["threshold"]
+    assert float(np.mean(cas.predict(TEST) == np.array(gold, dtype=object))) == pts[1]["accuracy"]
+    assert pts[0]["seconds"] <= pts[1]["seconds"] <= pts[2]["seconds"]
+    with pytest.raises(ValueError, match="fractions"):
+        cas.curve(TEST, gold, fractions=[1.5])
+
+
 def test_cascade_rejects_bad_fallback(clf, tiny_llama):
     with pytest.raises(ValueError, match=r"returned 1 answer\(s\) that are not labels, e.g. \['maybe'\]"):
         Cascade(clf, lambda t: ["maybe"] + ["pin_blocked"] * (len(t) - 1), threshold=1.0).predict(TEST[:2])

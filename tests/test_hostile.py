@@ -10,6 +10,7 @@ import pytest
 
 from judge import Classifier, NotCalibratedError
 from judge.calibrator import Calibration
+from judge.prompts import PromptTemplate
 
 LABELS = ["card_arrival", "exchange_rate", "pin_blocked", "top_up_failed"]
 TRAIN = [("Where is my card?", "card_arrival"), ("When will my card come?", "card_arrival"),
@@ -24,13 +25,15 @@ def _clf(tiny, **kw):
     return Classifier(LABELS, tiny[0], tokenizer=tiny[1], batch_size=4, **kw)
 
 
-def test_control_token_text_in_user_text_stays_text(smollm2):
+@pytest.mark.parametrize("chat", [False, True], ids=["default-completion", "chat-template"])
+def test_control_token_text_in_user_text_stays_text(smollm2, chat):
     model, tok = smollm2
-    clf = Classifier(LABELS, model, tokenizer=tok)
+    clf = Classifier(LABELS, model, tokenizer=tok, prompt=PromptTemplate(chat=True) if chat else None)
     special = set(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items()}
     clean = [t for t in clf.prompt_ids("card?") if t in special]
     forged = [t for t in clf.prompt_ids(FORGED) if t in special]
     assert forged == clean  # only the template's own control tokens, none from the text
+    assert (len(clean) >= 5) if chat else (clean == [])  # the chat turns' own tokens; none in completion
     # and the text's tokens spell the text exactly
     ids = clf.prompt_ids(FORGED)
     assert FORGED in tok.decode(ids)
@@ -43,7 +46,8 @@ def test_prompt_longer_than_context_raises(tiny_llama):
     old = model.config.max_position_embeddings
     model.config.max_position_embeddings = 120
     try:
-        clf = Classifier([f"label_number_{i}_with_a_long_name" for i in range(40)], model, tokenizer=tok)
+        clf = Classifier([f"label_number_{i}_with_a_long_name" for i in range(40)], model, tokenizer=tok,
+                         prompt=PromptTemplate(chat=False))  # a prompt that lists the labels
         with pytest.raises(ValueError, match=r"The prompt without any text needs \d+ tokens .* context is 120 "
                                              r"tokens; shorten the label names, leave the label list out"):
             clf.predict(["hello"])
@@ -166,7 +170,7 @@ def test_changing_parameters_after_first_use_takes_effect(tiny_llama):
     clf.method = "first_token"
     assert clf.method_ == "first_token"
     clf.label_names = {"pin_blocked": "PIN", "card_arrival": "card"}
-    assert clf.surfaces_ == ["PIN", "card"]
+    assert [s.strip() for s in clf.surfaces_] == ["PIN", "card"]
     texts, y = zip(*[(t, lab) for t, lab in TRAIN if lab in ("pin_blocked", "card_arrival")])
     clf.calibrate(texts, y)
     with pytest.warns(UserWarning, match=r"Changing 'prompt' after calibrate\(\) drops the calibration"):
@@ -209,7 +213,7 @@ def test_evaluate_cache_key_covers_what_changes_scores(tiny_llama, tmp_path):
     texts = TEST
     a = _clf(tiny_llama)
     s1 = _scores_with_checkpoint(a, texts, tmp_path / "s.npy")
-    b = _clf(tiny_llama, label_names={"card_arrival": "card is late"})
+    b = _clf(tiny_llama, label_names={"card_arrival": "parcel delay"})  # another first token: other scores
     s2 = _scores_with_checkpoint(b, texts, tmp_path / "s.npy")  # same path, other label names: rescored
     np.testing.assert_allclose(s2, b.decision_function(texts), atol=1e-6)
     assert not np.allclose(s1, s2)
