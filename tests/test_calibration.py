@@ -71,6 +71,11 @@ def test_public_names_are_pinned():
             "ConformalPredictor",
             "ReliabilityDiagram",
             "RiskCoverageDisplay",
+            "fit_bias_temperature",
+            "coverage_at_accuracy",
+            "ece_noise_floor",
+            "bootstrap_interval",
+            "calibration_report",
         ]
     )
     assert all(hasattr(cal, name) for name in cal.__all__)
