@@ -112,11 +112,118 @@ def engine_throughput_table(rep) -> str:
     return "\n".join(out)
 
 
+def _pct(v):
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def _ci(ci):
+    return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+PROMPT_NAMES = {
+    "default": "chat template, labels listed (the old default)",
+    "lower": "chat, listed, lower-cased names",
+    "lower+nolist": "chat, not listed", "lower+intent": "chat, listed, other wording",
+    "lower+rot": "chat, list rotated K/2", "lower+completion": "completion, listed",
+    "lower+completion+nolist": "completion, not listed", "lower+completion+intent": "completion, listed, other wording",
+    "lower+completion+rot": "completion, list rotated K/2", "rotavg(chat)": "chat, mean of 2 rotations (2 passes)",
+    "rotavg(completion)": "completion, mean of 2 rotations (2 passes)",
+    "ensemble(completion)": "completion: listed + other wording + rotated (3 passes)",
+}
+
+
+def select_table(sel) -> str:
+    """Validation accuracy (%): mean over the datasets per prompt x bias, then per dataset for the key rows."""
+    rows = sel["rows"]
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    n = {r["dataset"]: r["n"] for r in rows}
+    by = {(r["prompt"], r["bias"], r["dataset"]): r for r in rows}
+    prompts = [p for p in PROMPT_NAMES if all((p, "none", d) in by for d in datasets)]
+    biases = ["none", "contextual", "batch", "contextual+fit(l2=1)", "batch+fit(l2=1)", "batch+fit(l2=10)"]
+    mean = {(p, b): sum(by[(p, b, d)]["accuracy"] for d in datasets) / len(datasets) for p in prompts for b in biases}
+    out = [f"Mean validation accuracy (%) over {', '.join(f'{d} (n={n[d]})' for d in datasets)}; "
+           "biases fitted with labels are out-of-fold (5-fold):", "",
+           "| prompt | " + " | ".join(biases) + " |", "|---|" + "---:|" * len(biases)]
+    for p in prompts:
+        cells = []
+        for b in biases:
+            v = _pct(mean[(p, b)])
+            cells.append(f"**{v}**" if (p, b) == (sel["best"]["prompt"], sel["best"]["bias"]) else v)
+        out.append(f"| {PROMPT_NAMES[p]} | " + " | ".join(cells) + " |")
+    key = [("default", "contextual", "old default"), (sel["best"]["prompt"], sel["best"]["bias"], "chosen")]
+    if sel.get("best_averaged"):
+        key.append((sel["best_averaged"]["prompt"], sel["best_averaged"]["bias"], "best with several passes"))
+    out += ["", "| | prompt | bias | " + " | ".join(datasets) + " | mean |", "|---|---|---|" + "---:|" * (len(datasets) + 1)]
+    for p, b, what in key:
+        accs = [by[(p, b, d)]["accuracy"] for d in datasets]
+        out.append(f"| {what} | {PROMPT_NAMES.get(p, p)} | {b} | " + " | ".join(_pct(a) for a in accs)
+                   + f" | {_pct(sum(accs) / len(accs))} |")
+    return "\n".join(out)
+
+
+def accuracy_table(rep) -> str:
+    out = ["| dataset | n test | K | accuracy % [95% CI] | macro-F1 | majority % | uniform % | ECE raw | ECE calibrated [CI] "
+           "| noise floor | ECE / floor | coverage at acc. >= 0.5 | at >= 0.7 | threshold from validation for 0.7: coverage, accuracy |",
+           "|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    for d, r in rep["datasets"].items():
+        c, u = r["calibrated"], r["uncalibrated"]
+        tp = [t for t in r["threshold_points"] if t["target"] == 0.7][0]
+        cov = c["coverage_at_accuracy"]
+        out.append(f"| {d} | {r['n_test']} | {r['K']} | {_pct(c['accuracy'])} {_ci(c['accuracy_ci'])} | {c['macro_f1']:.3f} | "
+                   f"{_pct(c['majority']['accuracy'])} | {_pct(c['uniform'])} | {u['ece']:.3f} | "
+                   f"{c['ece']:.3f} [{c['ece_ci'][0]:.3f}, {c['ece_ci'][1]:.3f}] | {c['ece_floor']:.3f} | "
+                   f"{c['ece_over_floor']:.2f} | {_pct(cov['0.5'])} | {_pct(cov['0.7'])} | "
+                   f"{_pct(tp['coverage'])}%, {_pct(tp['selective_accuracy'])}% |")
+    return "\n".join(out)
+
+
+def cascade_table(rep) -> str:
+    out = ["| dataset | n | SmolLM2 % (s/text) | Gemma-3-270M % (s/text) | order | accuracy % at routed 0 / 20 / 40 / 60 / 80 / 100 % "
+           "| threshold for 0.7 (from validation): routed, accuracy %, s/text |",
+           "|---|---:|---|---|---|---|---|"]
+    for d, r in rep["cascade"].items():
+        for order in ("smollm2->gemma3", "gemma3->smollm2"):
+            c = r[order]["curve"]
+            pt = [x for x in r[order]["threshold_points"] if x["target"] == 0.7][0]
+            out.append(f"| {d} | {r['n']} | {_pct(r['smollm2']['accuracy'])} ({r['smollm2']['seconds_per_text']:.2f}) | "
+                       f"{_pct(r['gemma3']['accuracy'])} ({r['gemma3']['seconds_per_text']:.2f}) | {order} | "
+                       + " / ".join(_pct(x["accuracy"]) for x in c[::2])
+                       + f" | {_pct(pt['routed'])}%, {_pct(pt['accuracy'])}, {pt['seconds_per_text']:.2f} |")
+    return "\n".join(out)
+
+
+def letters_table(rep) -> str:
+    out = ["| dataset | n test | K | majority % | readout | accuracy % [95% CI] | macro-F1 | ECE | noise floor | s/text |",
+           "|---|---:|---:|---:|---|---|---:|---:|---:|---:|"]
+    names = {"ours": "ours (label names, exact)", "letters_rotavg": "letters, averaged over K rotations",
+             "letters_single": "letters, one order, uncalibrated"}
+    for d, r in rep["letters"].items():
+        for key in ("ours", "letters_rotavg", "letters_single"):
+            if key in r:
+                v = r[key]
+                out.append(f"| {d} | {r['n_test']} | {r['K']} | {_pct(r.get('majority'))} | {names[key]} | {_pct(v['accuracy'])} {_ci(v['accuracy_ci'])} | "
+                           f"{v['macro_f1']:.3f} | {v['ece']:.3f} | {v['ece_floor']:.3f} | {_fmt(v.get('seconds_per_text'), '.2f')} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
     args = p.parse_args()
     res = Path(args.results)
+    if (res / "accuracy_select.json").exists():
+        print("### Choosing the default on validation (accuracy %, SmolLM2-135M)\n")
+        print(select_table(json.loads((res / "accuracy_select.json").read_text())))
+    if (res / "accuracy.json").exists():
+        rep = json.loads((res / "accuracy.json").read_text())
+        print(f"\n### Test, once: prompt {rep['prompt']}, bias {rep['bias']} (SmolLM2-135M)\n")
+        print(accuracy_table(rep))
+        if rep.get("cascade"):
+            print("\n### Cascade SmolLM2-135M -> Gemma-3-270M (and the reverse), test\n")
+            print(cascade_table(rep))
+        if rep.get("letters"):
+            print("\n### Letter readout (the peers' method) vs ours, same model, test\n")
+            print(letters_table(rep))
     if (res / "engine_exactness.json").exists():
         rep = json.loads((res / "engine_exactness.json").read_text())
         extra = res / "engine_exactness_gemma_long.json"

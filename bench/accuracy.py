@@ -1,0 +1,707 @@
+"""Honest accuracy: prompt and bias variants on validation, the chosen default on test, a cascade.
+
+Scoring is the expensive part, so it is done once and kept: for each (model,
+dataset, variant, split) the raw per-label log-probabilities of a seeded
+permutation of the split are written to ``--cache`` (``scores.npy`` rows in
+permutation order, extended in chunks, with the seconds each chunk took and the
+content-free inputs' scores for contextual bias). Every figure of the report is
+then computed from those matrices: bias variants, temperature, ECE and its noise
+floor, bootstrap intervals, coverage at a target risk, the cascade curve.
+
+    # score (resumable; run several at once, one torch thread each)
+    python bench/accuracy.py score --dataset banking77 --split validation --n 200 --variants default,lower
+    # choose the default on validation, then report test once
+    python bench/accuracy.py select --json bench/results/accuracy_select.json
+    python bench/accuracy.py report --json bench/results/accuracy.json
+
+Variants are ``+``-joined flags: ``default`` (the packaged prompt), ``lower``
+(label names lower-cased, so no capitalised label sorts first), ``completion``
+(completion prompt instead of the chat template), ``nolist`` (labels not listed
+in the prompt), ``intent`` (other instruction wording), ``desc`` (TREC: the
+official class descriptions in the list), ``rot`` (the list rotated by K/2;
+averaged with the unrotated list it is rotation averaging over 2 orders),
+``think`` (think-then-answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_CACHE = HERE / "cache" / "accuracy"
+CONTENT_FREE = ("N/A", "", "[MASK]")
+MODELS = {"smollm2": None, "gemma3": "gemma3-270m"}
+
+INTENT_SYSTEM = (
+    "Read the user's message and decide which category it belongs to. Reply with the one category "
+    "from this list that fits it best, written exactly as shown, and nothing else.\n\nCategories:\n{labels}"
+)
+INTENT_COMPLETION = (
+    "Decide which category the text belongs to. Reply with the one category from this list that fits "
+    "it best.\n\nCategories:\n{labels}\n\nText: {text}\nCategory:"
+)
+#: Li & Roth's definitions of the six coarse TREC classes (the dataset's documentation).
+TREC_DESCRIPTIONS = {
+    "abbreviation": "an abbreviation or what it stands for",
+    "entity": "an entity: animal, colour, event, food, product, language, sport, term, other things",
+    "description": "a definition, description, manner or reason",
+    "human": "a person, group or organisation, or a description of one",
+    "location": "a city, country, mountain, state or other place",
+    "number": "a number: count, date, distance, money, percentage, period, size, speed, temperature",
+}
+
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+LETTER_COMPLETION = (
+    "Classify the text: reply with the letter of the one option that fits it best.\n\nOptions:\n{options}"
+    "\n\nText: {text}\nAnswer:"
+)
+
+
+def dataset_key(dataset: str, granularity: str | None = None, subset: int | None = None) -> str:
+    return dataset + ("-fine" if granularity == "fine" else "") + (f"-sub{subset}" if subset else "")
+
+
+class _Subset:
+    """The texts of a split whose gold label is in a seeded draw of ``k`` labels (letter-readout subsets)."""
+
+    def __init__(self, data, k, seed=0):
+        names = sorted(np.random.default_rng(seed).choice(sorted(data.label_names), k, replace=False).tolist())
+        keep = [i for i, lab in enumerate(data.labels) if lab in set(names)]
+        self.label_names = tuple(names)
+        self.texts = tuple(data.texts[i] for i in keep)
+        self.labels = tuple(data.labels[i] for i in keep)
+
+    def __len__(self):
+        return len(self.texts)
+
+
+def load_split(dataset: str, split: str, data_dir, granularity=None, subset=None):
+    from judge import datasets as ds
+
+    opts = {"granularity": granularity} if granularity else {}
+    data = ds.load(dataset, split=split, data_dir=data_dir, **opts)
+    return _Subset(data, subset) if subset else data
+
+
+def permutation(n: int, seed: int = 0) -> np.ndarray:
+    """The fixed order in which a split is scored: the first m rows are a seeded uniform sample."""
+    return np.random.default_rng(seed).permutation(n)
+
+
+def build(dataset: str, labels, variant: str, model=None, tokenizer=None, model_key="smollm2"):
+    """(Classifier, columns) for a variant: ``proba[:, columns]`` is in ``labels`` order."""
+    from judge import Classifier
+    from judge import datasets as ds
+    from judge.prompts import DEFAULT_COMPLETION, DEFAULT_SYSTEM, PromptTemplate, natural_label
+
+    if variant.startswith("letters@"):
+        return build_letters(dataset, labels, int(variant.split("@")[1]), model, tokenizer, model_key)
+    flags = set(variant.split("+")) - {"default"}
+    unknown = flags - {"lower", "completion", "nolist", "intent", "desc", "rot", "think"}
+    if unknown:
+        raise SystemExit(f"unknown variant flag(s) {sorted(unknown)} in {variant!r}")
+    shown = ds.display_names(dataset, labels) or {lab: natural_label(lab) for lab in labels}
+    if "lower" in flags:
+        shown = {k: v.lower() for k, v in shown.items()}
+    kw = {}
+    if "completion" in flags:
+        kw["chat"] = False
+    if "nolist" in flags:
+        kw["max_listed_labels"] = 0
+    if "intent" in flags:
+        kw["system"], kw["completion"] = INTENT_SYSTEM, INTENT_COMPLETION
+    if "desc" in flags:
+        if set(shown.values()) - set(TREC_DESCRIPTIONS):
+            raise SystemExit("variant 'desc' exists for TREC coarse only (the one dataset with class descriptions)")
+        kw["label_line"] = "- {label}"
+        listed = "\n".join(f"- {n}: {TREC_DESCRIPTIONS[n]}" for n in sorted(shown.values()))
+        note = listed + "\n\nReply with the label only (the words before the colon)."
+        kw["system"] = kw.get("system", DEFAULT_SYSTEM).replace("{labels}", note)
+        kw["completion"] = kw.get("completion", DEFAULT_COMPLETION).replace("{labels}", note)
+    order = sorted(labels, key=lambda lab: shown[lab])
+    if "rot" in flags:
+        half = len(order) // 2
+        order = order[half:] + order[:half]
+        kw["sort_labels"] = False
+    if model_key == "gemma3":
+        kw["chat"] = False  # a base model: completion prompt
+    prompt = PromptTemplate(**kw) if kw else None
+    clf = Classifier(order, model if model is not None else MODELS[model_key], tokenizer=tokenizer,
+                     prompt=prompt, label_names={lab: shown[lab] for lab in order}, progress=False,
+                     think="think" in flags, think_tokens=64)
+    pos = {lab: i for i, lab in enumerate(order)}
+    return clf, np.array([pos[lab] for lab in labels])
+
+
+def build_letters(dataset, labels, rotation, model=None, tokenizer=None, model_key="smollm2"):
+    """The peers' readout: options listed as ``A. name``, the answer is a letter; list rotated by ``rotation``.
+
+    Returns (Classifier over the letters, columns): column ``columns[i]`` of its
+    scores is the letter shown for ``labels[i]``.
+    """
+    from judge import Classifier
+    from judge import datasets as ds
+    from judge.prompts import PromptTemplate, natural_label
+
+    k = len(labels)
+    if k > len(LETTERS):
+        raise SystemExit(f"the letter readout needs at most 26 options, got {k}")
+    shown = ds.display_names(dataset, labels) or {lab: natural_label(lab) for lab in labels}
+    shown = {a: b.lower() for a, b in shown.items()}
+    order = sorted(labels, key=lambda lab: shown[lab])
+    order = order[rotation % k:] + order[:rotation % k]
+    listed = "\n".join(f"{LETTERS[j]}. {shown[lab]}" for j, lab in enumerate(order))
+    # a completion prompt, like the chosen default (bench/results/accuracy_select.json)
+    prompt = PromptTemplate(completion=LETTER_COMPLETION.replace("{options}", listed), chat=False, sort_labels=False)
+    letters = list(LETTERS[:k])
+    clf = Classifier(letters, model if model is not None else MODELS[model_key], tokenizer=tokenizer,
+                     prompt=prompt, label_names="raw", progress=False)
+    pos = {lab: j for j, lab in enumerate(order)}
+    return clf, np.array([pos[lab] for lab in labels])
+
+
+def cache_dir(cache: Path, model_key: str, dkey: str, variant: str) -> Path:
+    return Path(cache) / model_key / dkey / variant
+
+
+def load_scores(cache, model_key, dkey, variant, split):
+    """(scores (m, K) in permutation order, meta) or (None, None)."""
+    d = cache_dir(cache, model_key, dkey, variant)
+    f = d / f"{split}.npy"
+    if not f.exists():
+        return None, None
+    return np.load(f), json.loads((d / f"{split}.json").read_text())
+
+
+def score(args) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from tqdm.auto import tqdm
+
+    shared = {}
+    variants = []
+    for v in args.variants.split(","):
+        if v == "letters@all":
+            k = len(load_split(args.dataset, "test", args.data_dir, args.granularity, args.subset).label_names)
+            variants += [f"letters@{r}" for r in range(k)]
+        else:
+            variants.append(v)
+    for variant in variants:
+        data = load_split(args.dataset, args.split, args.data_dir, args.granularity, args.subset)
+        labels = list(data.label_names)
+        n = min(args.n, len(data)) if args.n else len(data)
+        perm = permutation(len(data))
+        dkey = dataset_key(args.dataset, args.granularity, args.subset)
+        d = cache_dir(args.cache, args.model, dkey, variant)
+        d.mkdir(parents=True, exist_ok=True)
+        have, meta = load_scores(args.cache, args.model, dkey, variant, args.split)
+        if have is None:
+            have, meta = np.zeros((0, len(labels))), {"chunks": [], "labels": labels}
+        if meta["labels"] != labels:
+            raise SystemExit(f"{d}: cached for other labels")
+        if len(have) >= n and (d / "content_free.npy").exists():
+            print(f"{args.model}/{dkey}/{variant}/{args.split}: {len(have)} rows cached", flush=True)
+            continue
+        clf, cols = build(args.dataset, labels, variant, shared.get("model"), shared.get("tok"), args.model)
+        clf.setup()
+        shared.setdefault("model", clf.model_)
+        shared.setdefault("tok", clf.tokenizer_)
+        meta.update(method=clf.method_, prefix=clf.prompt_prefix_[-300:], path=clf.engine_.path_)
+        if not (d / "content_free.npy").exists():
+            np.save(d / "content_free.npy", clf._scores(list(CONTENT_FREE))[:, cols])
+        texts = list(data.texts)
+        bar = tqdm(total=n, initial=len(have), desc=f"{args.model}/{dkey}/{variant}/{args.split}", file=sys.stderr)
+        while len(have) < n:
+            idx = perm[len(have):min(n, len(have) + args.chunk)]
+            t0 = time.perf_counter()
+            s = clf._scores([texts[i] for i in idx])[:, cols]
+            meta["chunks"].append({"n": len(idx), "seconds": time.perf_counter() - t0})
+            have = np.concatenate([have, s])
+            np.save(d / f"{args.split}.npy.tmp.npy", have)
+            os.replace(d / f"{args.split}.npy.tmp.npy", d / f"{args.split}.npy")
+            (d / f"{args.split}.json").write_text(json.dumps(meta))
+            bar.update(len(idx))
+        bar.close()
+
+
+# ------------------------------------------------------------------ analysis
+DATASETS = ("banking77", "clinc150", "massive", "trec")
+PROMPTS = ("default", "lower", "lower+nolist", "lower+intent", "lower+rot", "lower+completion",
+           "lower+completion+nolist", "lower+completion+intent", "lower+completion+rot", "rotavg(chat)",
+           "rotavg(completion)", "ensemble(completion)")
+#: Averaged prompts (several passes per text): what they average.
+AVERAGES = {"rotavg(chat)": ("lower", "lower+rot"),
+            "rotavg(completion)": ("lower+completion", "lower+completion+rot"),
+            "ensemble(completion)": ("lower+completion", "lower+completion+intent", "lower+completion+rot")}
+BIASES = ("none", "contextual", "batch", "contextual+fit", "batch+fit")
+
+
+def gold(dataset, split, data_dir, m, granularity=None):
+    data = load_split(dataset, split, data_dir, granularity)
+    labels = list(data.label_names)
+    pos = {lab: i for i, lab in enumerate(labels)}
+    perm = permutation(len(data))[:m]
+    return np.array([pos[data.labels[i]] for i in perm]), labels, [data.texts[i] for i in perm]
+
+
+def variant_scores(cache, model_key, dkey, variant, split):
+    """(scores, content-free scores, meta); ``rotavg`` = mean of ``lower`` and ``lower+rot``;
+    ``default`` falls back to ``lower`` where lower-casing changes no name (every dataset but Banking77)."""
+    if variant in AVERAGES:  # mean log-probability over prompts: one pass per prompt
+        got = [variant_scores(cache, model_key, dkey, v, split) for v in AVERAGES[variant]]
+        if any(g[0] is None for g in got):
+            return None, None, None
+        m = min(len(g[0]) for g in got)
+        return (np.mean([g[0][:m] for g in got], axis=0), np.mean([g[1] for g in got], axis=0),
+                {"seconds_per_text": sum(g[2]["seconds_per_text"] for g in got), "chunks": []})
+    s, meta = load_scores(cache, model_key, dkey, variant, split)
+    if s is None and variant == "default" and not dkey.startswith("banking77"):
+        return variant_scores(cache, model_key, dkey, "lower", split)
+    if s is None:
+        return None, None, None
+    cf = np.load(cache_dir(cache, model_key, dkey, variant) / "content_free.npy")
+    meta = dict(meta, seconds_per_text=sum(c["seconds"] for c in meta["chunks"]) / max(1, len(s)))
+    return s, cf, meta
+
+
+def fit_calibration(kind, s_fit, y_fit, cf, *, l2=1.0):
+    """(bias, temperature) of a bias variant fitted on (s_fit, y_fit); temperature fitted after the bias."""
+    from judge import calibration as cal
+
+    if kind.endswith("+fit"):  # an unsupervised prior, then a residual bias fitted with T (shrunk to the prior)
+        b0, _ = fit_calibration(kind[:-4], s_fit, None, cf)
+        d, T = cal.fit_bias_temperature(s_fit - b0, y_fit, l2=l2)
+        return b0 + d, T
+    b = {"none": np.zeros(s_fit.shape[1]), "contextual": cal.contextual_bias(cf),
+         "batch": cal.batch_bias(s_fit)}[kind]
+    T = cal.TemperatureScaler().fit(s_fit - b, y_fit).temperature_ if y_fit is not None else 1.0
+    return b, T
+
+
+def proba_of(s, b, T):
+    from judge.calibrator import softmax
+
+    return softmax((s - b) / T)
+
+
+def cv_predictions(kind, s, y, cf, folds=5, seed=0, l2=1.0):
+    """Out-of-fold calibrated probabilities (every row predicted by a fit that never saw it)."""
+    out = np.zeros_like(s)
+    fold = np.random.default_rng(seed).permutation(len(y)) % folds
+    for f in range(folds):
+        tr, te = fold != f, fold == f
+        b, T = fit_calibration(kind, s[tr], y[tr], cf, l2=l2)
+        out[te] = proba_of(s[te], b, T)
+    return out
+
+
+def macro_f1(y, pred, k):
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(y, pred, average="macro", labels=np.arange(k), zero_division=0))
+
+
+def select(args) -> None:
+    """Every prompt variant x bias variant on the validation rows all variants share; pick the best mean."""
+    from judge import calibration as cal
+
+    rows, table = [], {}
+    for d in DATASETS:
+        got = {v: variant_scores(args.cache, "smollm2", d, v, "validation") for v in PROMPTS}
+        got = {v: g for v, g in got.items() if g[0] is not None and len(g[0]) >= args.min_n}
+        if not got:
+            continue
+        m = min(len(g[0]) for g in got.values())
+        y, labels, _ = gold(d, "validation", args.data_dir, m)
+        for v, (s, cf, meta) in got.items():
+            s = s[:m]
+            for kind in BIASES:
+                l2s = (1.0, 10.0, 100.0) if kind.endswith("+fit") else (None,)
+                for l2 in l2s:
+                    p = cv_predictions(kind, s, y, cf, l2=l2 or 1.0)
+                    name = kind if l2 is None else f"{kind}(l2={l2:g})"
+                    rec = {"dataset": d, "prompt": v, "bias": name, "n": int(m),
+                           "accuracy": float((p.argmax(1) == y).mean()),
+                           "macro_f1": macro_f1(y, p.argmax(1), len(labels)),
+                           "ece_cv": cal.expected_calibration_error(y, p),
+                           "seconds_per_text": meta["seconds_per_text"]}
+                    rows.append(rec)
+                    table[(d, v, name)] = rec
+    present = [d for d in DATASETS if any(k[0] == d for k in table)]
+    prompts = [v for v in PROMPTS if all((d, v, "contextual") in table for d in present)]
+    missing = [v for v in PROMPTS if v not in prompts]
+    if missing:
+        print(f"(not scored on every dataset, left out: {', '.join(missing)})")
+    biases = sorted({r["bias"] for r in rows})
+    print("validation accuracy, out-of-fold (5-fold) where a fit uses labels; n per dataset: "
+          + ", ".join(f"{d}={table[(d, 'default', 'none')]['n']}" for d in present if (d, "default", "none") in table))
+    head = f"{'prompt':<18} {'bias':<22} " + " ".join(f"{d[:9]:>9}" for d in present) + f" {'mean':>7}"
+    print(head)
+    means = []
+    for v in prompts:
+        for b in biases:
+            accs = [table[(d, v, b)]["accuracy"] for d in present]
+            means.append((float(np.mean(accs)), v, b))
+            print(f"{v:<18} {b:<22} " + " ".join(f"{a:9.3f}" for a in accs) + f" {np.mean(accs):7.3f}")
+    single = [x for x in means if x[1] not in AVERAGES]
+    multi = max((x for x in means if x[1] in AVERAGES), default=None)
+    if multi:
+        print(f"best averaged prompt (several passes per text): prompt={multi[1]} bias={multi[2]} ({multi[0]:.3f})")
+    best = max(single)
+    print(f"best single-pass prompt on validation (the default; mean accuracy over {', '.join(present)}): prompt={best[1]} bias={best[2]} ({best[0]:.3f})")
+    think = []
+    for d in ("massive", "trec"):
+        for base in ("lower+completion+nolist", "lower"):
+            a, cfa, ma = variant_scores(args.cache, "smollm2", d, base, "validation")
+            t, cft, mt = variant_scores(args.cache, "smollm2", d, base + "+think", "validation")
+            if a is None or t is None:
+                continue
+            m = min(len(a), len(t))
+            y, _, _ = gold(d, "validation", args.data_dir, m)
+            for name, s_, cf_, meta in ((base, a[:m], cfa, ma), (base + "+think", t[:m], cft, mt)):
+                p = cv_predictions(best[2].split("(")[0], s_, y, cf_, l2=_parse_bias(best[2])[1])
+                think.append({"dataset": d, "prompt": name, "n": int(m), "bias": best[2],
+                              "accuracy": float((p.argmax(1) == y).mean()),
+                              "seconds_per_text": meta["seconds_per_text"]})
+    if think:
+        print("think-then-answer (64 tokens of reasoning), same validation rows:")
+        for r in think:
+            print(f"  {r['dataset']:<8} {r['prompt']:<32} n={r['n']} acc {r['accuracy']:.3f} "
+                  f"({r['seconds_per_text']:.2f} s/text, shared machine)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "think": think,
+            "rows": rows, "best": {"prompt": best[1], "bias": best[2], "mean_accuracy": best[0]},
+            "best_averaged": {"prompt": multi[1], "bias": multi[2], "mean_accuracy": multi[0]} if multi else None,
+            "rule": "highest mean validation accuracy over the datasets, single-pass prompts; out-of-fold where "
+                    "a fit uses labels"}, indent=1))
+
+
+def _parse_bias(name):
+    """``"batch+fit(l2=10)"`` -> ("batch+fit", 10.0)."""
+    if "(l2=" in name:
+        kind, l2 = name.split("(l2=")
+        return kind, float(l2.rstrip(")"))
+    return name, 1.0
+
+
+TEST_SPLIT = "test"  # report --test-split validation exercises the report without looking at test
+
+
+def calibrated(model_key, dkey, prompt, bias, cache, data_dir, dataset, granularity=None, subset=None,
+               n_test=None, n_val=None):
+    """Test probabilities (raw and calibrated on all cached validation rows), gold, fit and timing."""
+    from judge.calibrator import softmax
+
+    sv, cf, mv = variant_scores(cache, model_key, dkey, prompt, "validation")
+    st, _, mt = variant_scores(cache, model_key, dkey, prompt, TEST_SPLIT)
+    if sv is None or st is None:
+        return None
+    sv, st = sv[:n_val], st[:n_test]
+    yv, labels, _ = gold(dataset, "validation", data_dir, len(sv), granularity) if not subset else \
+        _gold_subset(dataset, "validation", data_dir, len(sv), subset)
+    yt, _, _ = gold(dataset, TEST_SPLIT, data_dir, len(st), granularity) if not subset else \
+        _gold_subset(dataset, TEST_SPLIT, data_dir, len(st), subset)
+    kind, l2 = _parse_bias(bias)
+    b, T = fit_calibration(kind, sv, yv, cf, l2=l2)
+    return {"raw": softmax(st), "cal": proba_of(st, b, T), "val_cal": proba_of(sv, b, T), "y": yt, "yv": yv,
+            "labels": labels, "temperature": float(T), "n_val": len(sv), "n_test": len(st),
+            "seconds_per_text": mt["seconds_per_text"]}
+
+
+def _gold_subset(dataset, split, data_dir, m, k):
+    data = load_split(dataset, split, data_dir, None, k)
+    labels = list(data.label_names)
+    pos = {lab: i for i, lab in enumerate(labels)}
+    perm = permutation(len(data))[:m]
+    return np.array([pos[data.labels[i]] for i in perm]), labels, None
+
+
+def letters_scores(cache, model_key, dkey, split, k):
+    """Rotation-averaged letter readout: mean over rotations of each rotation's letter distribution, as log."""
+    from judge.calibrator import softmax
+
+    got = [load_scores(cache, model_key, dkey, f"letters@{r}", split) for r in range(k)]
+    if any(g[0] is None for g in got):
+        return None, None, None
+    m = min(len(g[0]) for g in got)
+    avg = np.mean([softmax(g[0][:m]) for g in got], axis=0)
+    cfs = [np.load(cache_dir(cache, model_key, dkey, f"letters@{r}") / "content_free.npy") for r in range(k)]
+    cf = np.log(np.mean([softmax(c) for c in cfs], axis=0))
+    single = got[0][0][:m]
+    secs = sum(sum(c["seconds"] for c in g[1]["chunks"]) for g in got) / m
+    return np.log(avg), cf, {"single": single, "seconds_per_text": secs}
+
+
+def _threshold_point(cal, pv, yv, pt, yt, target):
+    """Threshold certified on validation (Clopper-Pearson, 95%) for ``target``, applied to test."""
+    try:
+        t = cal.select_threshold(yv, pv, target_accuracy=target, confidence=0.95)
+    except Exception as err:  # no threshold certifies it
+        return {"target": target, "threshold": None, "coverage": 0.0, "selective_accuracy": None, "note": str(err)[:120]}
+    keep = pt.max(1) >= t
+    return {"target": target, "threshold": float(t), "coverage": float(keep.mean()),
+            "selective_accuracy": float((pt.argmax(1)[keep] == yt[keep]).mean()) if keep.any() else None}
+
+
+def report(args) -> None:
+    """Test once: the chosen default on the four datasets (+ TREC fine), the cascade, the letter readout."""
+    from judge import calibration as cal
+
+    global TEST_SPLIT
+    TEST_SPLIT = args.test_split
+    chosen = json.loads(Path(args.select).read_text())["best"]
+    prompt, bias = args.prompt or chosen["prompt"], args.bias or chosen["bias"]
+    out = {"test_split": TEST_SPLIT, "prompt": prompt, "bias": bias, "datasets": {}, "cascade": {}, "letters": {}}
+    print(f"chosen on validation: prompt={prompt}, bias={bias}")
+    print(f"{'dataset':<12} {'n':>4} {'K':>4} {'acc [95% CI]':>20} {'maj':>6} {'unif':>6} {'F1':>6} "
+          f"{'ECE raw':>8} {'ECE cal':>8} {'floor':>6} {'ratio':>6} {'cov@.5':>7} {'cov@.7':>7}")
+    for d, gran in [(d, None) for d in DATASETS] + [("trec", "fine")]:
+        dkey = dataset_key(d, gran)
+        r = calibrated("smollm2", dkey, prompt, bias, args.cache, args.data_dir, d, gran, n_test=args.n_test)
+        if r is None:
+            print(f"{dkey:<12} (not scored)")
+            continue
+        rep_raw = cal.calibration_report(r["y"], r["raw"])
+        rep = cal.calibration_report(r["y"], r["cal"])
+        points = [_threshold_point(cal, r["val_cal"], r["yv"], r["cal"], r["y"], t) for t in (0.5, 0.7)]
+        out["datasets"][dkey] = {"n_test": r["n_test"], "n_validation": r["n_val"], "K": len(r["labels"]),
+                                 "temperature": r["temperature"], "uncalibrated": rep_raw, "calibrated": rep,
+                                 "threshold_points": points, "seconds_per_text": r["seconds_per_text"]}
+        lo, hi = rep["accuracy_ci"]
+        print(f"{dkey:<12} {r['n_test']:>4} {len(r['labels']):>4} {rep['accuracy']:7.1%} [{lo:5.1%},{hi:5.1%}] "
+              f"{rep['majority']['accuracy']:6.1%} {rep['uniform']:6.1%} {rep['macro_f1']:6.3f} {rep_raw['ece']:8.3f} "
+              f"{rep['ece']:8.3f} {rep['ece_floor']:6.3f} {rep['ece_over_floor']:6.2f} "
+              f"{rep['coverage_at_accuracy']['0.5']:7.1%} {rep['coverage_at_accuracy']['0.7']:7.1%}")
+        for pnt in points:
+            sa = "n/a" if pnt["selective_accuracy"] is None else f"{pnt['selective_accuracy']:.1%}"
+            print(f"{'':<12}   threshold certified on validation for {pnt['target']}: "
+                  f"test coverage {pnt['coverage']:.1%}, accuracy on answered {sa}")
+
+    # ---- cascade: SmolLM2 first, Gemma-3-270M on the least confident rows (and the reverse)
+    tfile = Path(args.timing)
+    timing_ = json.loads(tfile.read_text())["datasets"] if tfile.exists() else {}
+    out["timing"] = "bench/accuracy.py timing (both models, same texts, one after the other)" if timing_ else \
+        "chunk times of the scoring runs (machine shared: not comparable between models)"
+    print(f"\ncascade (test rows both models scored; seconds per text: {out['timing']})")
+    for d in DATASETS:
+        a = calibrated("smollm2", d, prompt, bias, args.cache, args.data_dir, d, n_test=args.n_cascade)
+        g = calibrated("gemma3", d, prompt, bias, args.cache, args.data_dir, d, n_test=args.n_cascade)
+        g_listed = calibrated("gemma3", d, "lower", bias, args.cache, args.data_dir, d, n_test=args.n_cascade)
+        if a is None or g is None:
+            print(f"{d:<10} (gemma not scored)")
+            continue
+        if d in timing_:
+            a["seconds_per_text"] = timing_[d]["smollm2"]["seconds_per_text"]
+            g["seconds_per_text"] = timing_[d]["gemma3"]["seconds_per_text"]
+        m = min(len(a["y"]), len(g["y"]))
+        y = a["y"][:m]
+        res = {"n": m, "smollm2": {"accuracy": float((a["cal"][:m].argmax(1) == y).mean()),
+                                   "seconds_per_text": a["seconds_per_text"]},
+               "gemma3": {"accuracy": float((g["cal"][:m].argmax(1) == y).mean()),
+                          "seconds_per_text": g["seconds_per_text"], "prompt": prompt}}
+        if g_listed is not None and len(g_listed["y"]) >= m:
+            res["gemma3_listed_prompt"] = {"accuracy": float((g_listed["cal"][:m].argmax(1) == y).mean()),
+                                           "prompt": "lower+completion (labels listed)"}
+        for order, (first, second) in {"smollm2->gemma3": (a, g), "gemma3->smollm2": (g, a)}.items():
+            conf = first["cal"][:m].max(1)
+            p1, p2 = first["cal"][:m].argmax(1), second["cal"][:m].argmax(1)
+            rank = np.argsort(conf, kind="stable")  # least confident first
+            curve = []
+            for f in np.linspace(0, 1, 11):
+                routed = np.zeros(m, bool)
+                routed[rank[:int(round(f * m))]] = True
+                pred = np.where(routed, p2, p1)
+                curve.append({"routed": float(routed.mean()), "accuracy": float((pred == y).mean()),
+                              "seconds_per_text": first["seconds_per_text"] + routed.mean() * second["seconds_per_text"]})
+            pts = []
+            for t in (0.5, 0.7):
+                tp = _threshold_point(cal, first["val_cal"], first["yv"], first["cal"][:m], y, t)
+                thr = tp["threshold"] if tp["threshold"] is not None else 1.01
+                routed = conf < thr
+                pred = np.where(routed, p2, p1)
+                pts.append({"target": t, "threshold": tp["threshold"], "routed": float(routed.mean()),
+                            "accuracy": float((pred == y).mean()),
+                            "seconds_per_text": first["seconds_per_text"] + routed.mean() * second["seconds_per_text"]})
+            res[order] = {"curve": curve, "threshold_points": pts}
+        out["cascade"][d] = res
+        print(f"{d:<10} n={m}: smollm2 {res['smollm2']['accuracy']:.1%} ({a['seconds_per_text']:.2f} s/text), "
+              f"gemma3 {res['gemma3']['accuracy']:.1%} ({g['seconds_per_text']:.2f} s/text)")
+        for order in ("smollm2->gemma3", "gemma3->smollm2"):
+            c = res[order]["curve"]
+            print(f"   {order}: " + " ".join(f"{x['routed']:.0%}:{x['accuracy']:.1%}" for x in c[::2]))
+            for pnt in res[order]["threshold_points"]:
+                print(f"      threshold for {pnt['target']}: routes {pnt['routed']:.0%}, accuracy {pnt['accuracy']:.1%}, "
+                      f"{pnt['seconds_per_text']:.2f} s/text")
+
+    # ---- letter readout vs ours, same model, same rows
+    print("\nletter readout (A, B, C ... averaged over every rotation) vs ours, SmolLM2, calibrated the same way")
+    for d, k, sub in [("trec", 6, None), ("banking77", 10, 10), ("massive", 10, 10)]:
+        dkey = dataset_key(d, None, sub)
+        lv, cfv, _ = letters_scores(args.cache, "smollm2", dkey, "validation", k)
+        lt, _, meta = letters_scores(args.cache, "smollm2", dkey, TEST_SPLIT, k)
+        if lv is None or lt is None:
+            print(f"{dkey:<14} (letters not scored)")
+            continue
+        gv = _gold_subset(d, "validation", args.data_dir, len(lv), sub) if sub else gold(d, "validation", args.data_dir, len(lv))
+        gt = _gold_subset(d, TEST_SPLIT, args.data_dir, len(lt), sub) if sub else gold(d, TEST_SPLIT, args.data_dir, len(lt))
+        kind, l2 = _parse_bias(bias)
+        row = {"n_test": len(lt), "K": k, "majority": float(np.bincount(gt[0]).max() / len(gt[0]))}
+        from judge.calibrator import softmax
+
+        for name, sv_, st_ in (("letters_rotavg", lv, lt), ("letters_single", None, meta["single"])):
+            if sv_ is None:
+                p = softmax(st_)
+            else:
+                b, T = fit_calibration(kind, sv_, gv[0], cfv, l2=l2)
+                p = proba_of(st_, b, T)
+            rep = cal.calibration_report(gt[0], p)
+            row[name] = {"accuracy": rep["accuracy"], "accuracy_ci": rep["accuracy_ci"], "ece": rep["ece"],
+                         "ece_floor": rep["ece_floor"], "macro_f1": rep["macro_f1"]}
+        row["letters_rotavg"]["seconds_per_text"] = meta["seconds_per_text"]
+        ours = calibrated("smollm2", dkey, prompt, bias, args.cache, args.data_dir, d, subset=sub, n_test=len(lt))
+        if ours is not None and ours["n_test"] == len(lt):
+            rep = cal.calibration_report(ours["y"], ours["cal"])
+            row["ours"] = {"accuracy": rep["accuracy"], "accuracy_ci": rep["accuracy_ci"], "ece": rep["ece"],
+                           "ece_floor": rep["ece_floor"], "macro_f1": rep["macro_f1"],
+                           "seconds_per_text": ours["seconds_per_text"]}
+        out["letters"][dkey] = row
+        txt = "  ".join(f"{n}: acc {v['accuracy']:.1%} ECE {v['ece']:.3f}" for n, v in row.items() if isinstance(v, dict))
+        print(f"{dkey:<14} n={len(lt)} K={k}  {txt}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+def _calibrated_classifier(dataset, variant, model_key, bias, cache, data_dir, target):
+    """A real Classifier of ``variant`` calibrated from the cached validation scores (no rescoring)."""
+    sv, _, _ = variant_scores(cache, model_key, dataset, variant, "validation")
+    yv, labels, vtexts = gold(dataset, "validation", data_dir, len(sv))
+    clf, cols = build(dataset, labels, variant, model_key=model_key)
+    own = np.empty_like(sv)
+    own[:, cols] = sv  # cached columns are in dataset label order; the classifier's in its own
+    kind, l2 = _parse_bias(bias)
+    clf.calibrate(vtexts, [labels[i] for i in yv], scores=own, bias=kind, bias_l2=l2, target_accuracy=target)
+    return clf, labels
+
+
+def cascade_check(args) -> None:
+    """Run judge.Cascade for real on the first test texts and compare with the curve from cached scores."""
+    import torch
+
+    from judge import Cascade
+
+    torch.set_num_threads(args.threads)
+    chosen = json.loads(Path(args.select).read_text())["best"]
+    small, labels = _calibrated_classifier(args.dataset, chosen["prompt"], "smollm2", chosen["bias"], args.cache,
+                                           args.data_dir, args.target)
+    big, _ = _calibrated_classifier(args.dataset, chosen["prompt"], "gemma3", chosen["bias"], args.cache, args.data_dir,
+                                    None)
+    y, _, texts = gold(args.dataset, "test", args.data_dir, args.n)
+    cas = Cascade(small, big)
+    t0 = time.perf_counter()
+    pred = cas.predict(texts)
+    secs = time.perf_counter() - t0
+    a = calibrated("smollm2", args.dataset, chosen["prompt"], chosen["bias"], args.cache, args.data_dir, args.dataset,
+                   n_test=args.n)
+    g = calibrated("gemma3", args.dataset, chosen["prompt"], chosen["bias"], args.cache, args.data_dir, args.dataset,
+                   n_test=args.n)
+    routed = a["cal"].max(1) < small.threshold_
+    cached = np.array(labels, dtype=object)[np.where(routed, g["cal"].argmax(1), a["cal"].argmax(1))]
+    gold_lab = np.array(labels, dtype=object)[y]
+    rec = {"dataset": args.dataset, "n": args.n, "target": args.target, "threshold": small.threshold_,
+           "routed": cas.route_stats_["fallback_fraction"], "routed_from_cache": float(routed.mean()),
+           "agreement_with_cached": float(np.mean(pred == cached)), "accuracy": float(np.mean(pred == gold_lab)),
+           "seconds": secs, "route_stats": cas.route_stats_}
+    print(json.dumps(rec, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rec, indent=1))
+
+
+def timing(args) -> None:
+    """Seconds per text of each model on the same test texts, measured one after the other on a quiet machine.
+
+    The scoring runs that fill the cache share the machine with each other, so
+    their chunk times are not comparable between models; the cascade's cost
+    uses these instead (median of ``--repeats`` runs after a warm-up).
+    """
+    import torch
+
+    torch.set_num_threads(args.threads)
+    chosen = json.loads(Path(args.select).read_text())["best"]
+    out = {"threads": args.threads, "n": args.n, "repeats": args.repeats, "datasets": {}}
+    for d in DATASETS:
+        _, labels, texts = gold(d, "test", args.data_dir, args.n + 4)
+        rec = {}
+        for model_key, variant in (("smollm2", chosen["prompt"]), ("gemma3", chosen["prompt"])):
+            clf, _ = build(d, labels, variant, model_key=model_key)
+            clf._scores(texts[:4])  # warm-up: load, root cache, first kernels
+            runs = []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                clf._scores(texts[4:])
+                runs.append((time.perf_counter() - t0) / args.n)
+            rec[model_key] = {"seconds_per_text": float(np.median(runs)), "runs": runs}
+            del clf
+        out["datasets"][d] = rec
+        print(f"{d:<10} " + "  ".join(f"{k}: {v['seconds_per_text']:.3f} s/text" for k, v in rec.items()), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("score", help="score a split under variants (cached, resumable)")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--granularity", choices=["coarse", "fine"], default=None)
+    s.add_argument("--split", default="validation")
+    s.add_argument("--n", type=int, default=None, help="first N of the seeded permutation (default: all)")
+    s.add_argument("--variants", default="default", help="comma list; letters@R = letter readout, rotation R; "
+                   "letters@all = every rotation")
+    s.add_argument("--subset", type=int, default=None, help="only the texts of a seeded draw of K labels")
+    s.add_argument("--model", choices=sorted(MODELS), default="smollm2")
+    s.add_argument("--chunk", type=int, default=50)
+    s.add_argument("--threads", type=int, default=1)
+    se = sub.add_parser("select", help="compare variants on validation (cached scores)")
+    se.add_argument("--json", default=None)
+    se.add_argument("--min-n", type=int, default=200, help="leave out variants scored on fewer validation rows")
+    rp = sub.add_parser("report", help="test once: chosen default, cascade, letter readout")
+    rp.add_argument("--select", default=str(HERE / "results" / "accuracy_select.json"))
+    rp.add_argument("--prompt", default=None)
+    rp.add_argument("--bias", default=None)
+    rp.add_argument("--n-test", type=int, default=None)
+    rp.add_argument("--n-cascade", type=int, default=None)
+    rp.add_argument("--json", default=None)
+    rp.add_argument("--timing", default=str(HERE / "results" / "accuracy_timing.json"))
+    rp.add_argument("--test-split", default="test", help="'validation' exercises the report code without test data")
+    cc = sub.add_parser("cascade-check", help="a real Cascade run vs the cached curve")
+    cc.add_argument("--dataset", default="massive")
+    cc.add_argument("--n", type=int, default=30)
+    cc.add_argument("--target", type=float, default=0.7)
+    cc.add_argument("--threads", type=int, default=2)
+    cc.add_argument("--select", default=str(HERE / "results" / "accuracy_select.json"))
+    cc.add_argument("--json", default=None)
+    tm = sub.add_parser("timing", help="seconds per text of both models on the same texts, quiet machine")
+    tm.add_argument("--n", type=int, default=24)
+    tm.add_argument("--repeats", type=int, default=2)
+    tm.add_argument("--threads", type=int, default=2)
+    tm.add_argument("--select", default=str(HERE / "results" / "accuracy_select.json"))
+    tm.add_argument("--json", default=str(HERE / "results" / "accuracy_timing.json"))
+    for q in (s, se, rp, cc, tm):
+        q.add_argument("--data-dir", default=os.environ.get("JUDGE_DATA_DIR", str(HERE.parent.parent / "shared" / "datasets")))
+        q.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    args = p.parse_args(argv)
+    {"score": score, "select": select, "report": report, "cascade-check": cascade_check, "timing": timing}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
