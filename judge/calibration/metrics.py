@@ -446,6 +446,10 @@ def bootstrap_interval(
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of ``metric(y_true, proba)`` over rows resampled with replacement.
 
+    For a statistic biased at finite n, such as ECE (resampled rows duplicate,
+    and binned gaps only grow), the interval can sit above the point estimate
+    at small n; read ECE's interval together with :func:`ece_noise_floor`.
+
     Parameters
     ----------
     metric : callable ``(y, proba) -> float``
