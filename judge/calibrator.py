@@ -18,7 +18,82 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Calibration", "softmax"]
+__all__ = ["Calibration", "softmax", "BIASES", "AUTO_BIAS", "check_calibrate_args", "resolve_bias", "prior_bias"]
+
+#: The ``bias`` values ``Classifier.calibrate`` accepts.
+BIASES = ("auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", None, "none")
+#: What ``calibrate(bias="auto")`` fits, chosen on the four validation splits (bench/accuracy.py
+#: select): the batch prior, then a residual bias fitted jointly with the temperature (L2 1.0).
+AUTO_BIAS = "batch+fit"
+
+
+def check_calibrate_args(n, y, k, *, bias, bias_l2, temperature, target_accuracy, coverage, confidence, scores):
+    """Validate ``Classifier.calibrate``'s arguments before anything is scored; ``scores`` as float64 (or None).
+
+    ``n`` texts, ``y`` their label indices, ``k`` labels. Raises ValueError naming the argument.
+
+    Examples
+    --------
+    >>> check_calibrate_args(2, np.array([0, 1]), 2, bias="auto", bias_l2=1.0, temperature=True,
+    ...                      target_accuracy=None, coverage=None, confidence=0.95, scores=None) is None
+    True
+    """
+    if len(y) != n:
+        raise ValueError(f"texts and y differ in length ({n} vs {len(y)}); pass one label per text.")
+    if n < 2:
+        raise ValueError(f"calibrate needs at least 2 labelled texts, got {n}.")
+    if bias not in BIASES:
+        raise ValueError(f"Unknown bias {bias!r}; valid values are {BIASES}.")
+    if not (isinstance(bias_l2, (int, float)) and not isinstance(bias_l2, bool) and bias_l2 >= 0):
+        raise ValueError(f"bias_l2 must be a number >= 0, got {bias_l2!r}; use e.g. 1.0.")
+    if isinstance(bias, str) and bias.endswith("fit") and not temperature:
+        raise ValueError(f"bias={bias!r} is fitted jointly with the temperature; pass temperature=True.")
+    if target_accuracy is not None and coverage is not None:
+        raise ValueError("Pass at most one of target_accuracy and coverage.")
+    for name, v in (("target_accuracy", target_accuracy), ("coverage", coverage), ("confidence", confidence)):
+        top = 1.0 if name == "coverage" else 1.0 - 1e-12  # coverage may be 1 (keep every row)
+        if v is not None and not (isinstance(v, (int, float)) and 0.0 < float(v) <= top):
+            span = "(0, 1]" if name == "coverage" else "(0, 1)"
+            raise ValueError(f"{name} must be a number in {span}, got {v!r}.")
+    if scores is None:
+        return None
+    scores = np.asarray(scores, np.float64)
+    if scores.shape != (n, k):
+        raise ValueError(f"scores has shape {scores.shape}, expected ({n}, {k}).")
+    return scores
+
+
+def resolve_bias(bias, method, bias_l2):
+    """(prior, residual L2 or None, name) for a ``bias`` value on a scoring ``method``.
+
+    Examples
+    --------
+    >>> resolve_bias("auto", "exact", 1.0), resolve_bias("auto", "decode", 1.0), resolve_bias("fit", "exact", 2.0)
+    (('batch', 1.0, 'batch+fit'), (None, None, None), (None, 2.0, 'fit'))
+    """
+    if bias == "auto":
+        bias = None if method == "decode" else AUTO_BIAS
+    bias = None if bias == "none" else bias
+    if bias is not None and bias.endswith("fit"):
+        return bias[:-4] or None, float(bias_l2), bias
+    return bias, None, bias
+
+
+def prior_bias(prior, scores, content_free_scores=None):
+    """The unsupervised label prior: ``contextual`` (from content-free scores), ``batch`` (from ``scores``) or None.
+
+    Returns ndarray of shape (K,) (a log-distribution) or None.
+
+    Examples
+    --------
+    >>> np.exp(prior_bias("batch", np.log([[0.9, 0.1], [0.5, 0.5]]))).round(2).tolist()
+    [0.7, 0.3]
+    """
+    from judge.calibration import batch_bias, contextual_bias
+
+    if prior == "contextual":
+        return contextual_bias(content_free_scores)
+    return batch_bias(scores) if prior == "batch" else None
 
 
 def softmax(scores) -> np.ndarray:

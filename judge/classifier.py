@@ -25,17 +25,19 @@ import numpy as np
 
 from judge._checks import check_texts, label_indices
 from judge._errors import NotCalibratedError
-from judge.calibrator import Calibration, softmax
+from judge.calibrator import (
+    Calibration,
+    check_calibrate_args,
+    prior_bias,
+    resolve_bias,
+    softmax,
+)
 from judge.prompts import PromptTemplate, label_names_for
 from judge.trie import as_label_list, validate_labels
 
 __all__ = ["Classifier", "METHODS"]
 
 METHODS = ("auto", "first_token", "exact", "decode")
-BIASES = ("auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", None, "none")
-#: What ``calibrate(bias="auto")`` fits, chosen on the four validation splits (bench/accuracy.py
-#: select): the batch prior, then a residual bias fitted jointly with the temperature (L2 1.0).
-AUTO_BIAS = "batch+fit"
 _PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "device", "think",
            "think_tokens", "top_k", "decode_above", "end_token", "rotations")
 
@@ -244,17 +246,9 @@ class Classifier:
         >>> len(Classifier(["yes", "no"]).fingerprint())       # doctest: +SKIP
         64
         """
-        import hashlib
-        import json
+        from judge.persistence import fingerprint
 
-        from judge.models import weights_fingerprint
-
-        c = self._setup()
-        spec = {"labels": list(self.labels), "surfaces": c.surfaces, "prefix": c.prefix, "tail": c.tail,
-                "method": c.method, "seqs": c.label_seqs, "think": [c.think, c.think_tokens],
-                "top_k": self.top_k, "path": c.engine.path_, "model": weights_fingerprint(c.engine.model_),
-                "rotated": [r.prefix for r in c.rotated or ()]}
-        return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+        return fingerprint(self)
 
     def render_prompt(self, text: str) -> str:
         """The exact prompt text up to where the answer starts.
@@ -408,7 +402,7 @@ class Classifier:
             ``batch``: the mean distribution over ``texts``; ``+fit``: then a
             residual bias fitted with the labels jointly with the temperature
             (L2 strength ``bias_l2``; ``fit`` alone starts from no prior);
-            ``auto``: :data:`AUTO_BIAS` (chosen on the validation splits, see
+            ``auto``: :data:`judge.calibrator.AUTO_BIAS` (chosen on the validation splits, see
             the README), none on the ``decode`` path.
         temperature : bool
         target_accuracy, coverage : float in (0, 1), optional
@@ -430,49 +424,16 @@ class Classifier:
         """
         texts = check_texts(texts)
         yi = label_indices(self.labels, y)
-        if len(yi) != len(texts):
-            raise ValueError(f"texts and y differ in length ({len(texts)} vs {len(yi)}); pass one label per text.")
-        if len(texts) < 2:
-            raise ValueError(f"calibrate needs at least 2 labelled texts, got {len(texts)}.")
-        if bias not in BIASES:
-            raise ValueError(f"Unknown bias {bias!r}; valid values are {BIASES}.")
-        if not (isinstance(bias_l2, (int, float)) and not isinstance(bias_l2, bool) and bias_l2 >= 0):
-            raise ValueError(f"bias_l2 must be a number >= 0, got {bias_l2!r}; use e.g. 1.0.")
-        if isinstance(bias, str) and bias.endswith("fit") and not temperature:
-            raise ValueError(f"bias={bias!r} is fitted jointly with the temperature; pass temperature=True.")
-        if target_accuracy is not None and coverage is not None:
-            raise ValueError("Pass at most one of target_accuracy and coverage.")
-        for name, v in (("target_accuracy", target_accuracy), ("coverage", coverage), ("confidence", confidence)):
-            top = 1.0 if name == "coverage" else 1.0 - 1e-12  # coverage may be 1 (keep every row)
-            if v is not None and not (isinstance(v, (int, float)) and 0.0 < float(v) <= top):
-                span = "(0, 1]" if name == "coverage" else "(0, 1)"
-                raise ValueError(f"{name} must be a number in {span}, got {v!r}.")
-        if scores is not None:
-            scores = np.asarray(scores, np.float64)
-            if scores.shape != (len(texts), len(self.labels)):
-                raise ValueError(f"scores has shape {scores.shape}, expected ({len(texts)}, {len(self.labels)}).")
-        c = self._setup()
-        if bias == "auto":
-            bias = None if c.method == "decode" else AUTO_BIAS
-        bias = None if bias == "none" else bias
-        method = bias
-        fit_bias = None
-        if bias is not None and bias.endswith("fit"):
-            fit_bias, bias = float(bias_l2), (bias[:-4] or None)
+        scores = check_calibrate_args(len(texts), yi, len(self.labels), bias=bias, bias_l2=bias_l2,
+                                      temperature=temperature, target_accuracy=target_accuracy,
+                                      coverage=coverage, confidence=confidence, scores=scores)
+        prior, fit_l2, name = resolve_bias(bias, self._setup().method, bias_l2)
         if scores is None:
             scores = self._scores(texts)
-        b = None
-        if bias == "contextual":
-            from judge.calibration import contextual_bias
-
-            b = contextual_bias(self._scores(list(content_free)))
-        elif bias == "batch":
-            from judge.calibration import batch_bias
-
-            b = batch_bias(scores)
-        cal = Calibration.fit(tuple(self.labels), scores, yi, bias=b, bias_method=method, temperature=temperature,
-                              target_accuracy=target_accuracy, coverage=coverage, confidence=confidence,
-                              fit_bias=fit_bias)
+        content = self._scores(list(content_free)) if prior == "contextual" else None
+        cal = Calibration.fit(tuple(self.labels), scores, yi, bias=prior_bias(prior, scores, content),
+                              bias_method=name, temperature=temperature, target_accuracy=target_accuracy,
+                              coverage=coverage, confidence=confidence, fit_bias=fit_l2)
         object.__setattr__(self, "calibration_", cal)
         return self
 

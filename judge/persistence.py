@@ -191,3 +191,17 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
             raise ValueError(f"{path}: {err}") from None
         object.__setattr__(clf, "calibration_", obj)
     return clf
+
+
+def fingerprint(clf) -> str:
+    """SHA-256 of everything that changes a classifier's scores (see ``Classifier.fingerprint``)."""
+    import hashlib
+
+    from judge.models import weights_fingerprint
+
+    c = clf._setup()
+    spec = {"labels": list(clf.labels), "surfaces": c.surfaces, "prefix": c.prefix, "tail": c.tail,
+            "method": c.method, "seqs": c.label_seqs, "think": [c.think, c.think_tokens],
+            "top_k": clf.top_k, "path": c.engine.path_, "model": weights_fingerprint(c.engine.model_),
+            "rotated": [r.prefix for r in c.rotated or ()]}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
