@@ -245,8 +245,9 @@ AVERAGES = {"rotavg(chat)": ("lower", "lower+rot"),
 BIASES = ("none", "contextual", "batch", "contextual+fit", "batch+fit")
 
 
-def gold(dataset, split, data_dir, m, granularity=None):
-    data = load_split(dataset, split, data_dir, granularity)
+def gold(dataset, split, data_dir, m, granularity=None, subset=None):
+    """(gold indices, labels, texts) of the first ``m`` rows of a split's seeded permutation."""
+    data = load_split(dataset, split, data_dir, granularity, subset)
     labels = list(data.label_names)
     pos = {lab: i for i, lab in enumerate(labels)}
     perm = permutation(len(data))[:m]
@@ -407,23 +408,13 @@ def calibrated(model_key, dkey, prompt, bias, cache, data_dir, dataset, granular
     if sv is None or st is None:
         return None
     sv, st = sv[:n_val], st[:n_test]
-    yv, labels, _ = gold(dataset, "validation", data_dir, len(sv), granularity) if not subset else \
-        _gold_subset(dataset, "validation", data_dir, len(sv), subset)
-    yt, _, _ = gold(dataset, TEST_SPLIT, data_dir, len(st), granularity) if not subset else \
-        _gold_subset(dataset, TEST_SPLIT, data_dir, len(st), subset)
+    yv, labels, _ = gold(dataset, "validation", data_dir, len(sv), granularity, subset)
+    yt, _, _ = gold(dataset, TEST_SPLIT, data_dir, len(st), granularity, subset)
     kind, l2 = _parse_bias(bias)
     b, T = fit_calibration(kind, sv, yv, cf, l2=l2)
     return {"raw": softmax(st), "cal": proba_of(st, b, T), "val_cal": proba_of(sv, b, T), "y": yt, "yv": yv,
             "labels": labels, "temperature": float(T), "n_val": len(sv), "n_test": len(st),
             "seconds_per_text": mt["seconds_per_text"]}
-
-
-def _gold_subset(dataset, split, data_dir, m, k):
-    data = load_split(dataset, split, data_dir, None, k)
-    labels = list(data.label_names)
-    pos = {lab: i for i, lab in enumerate(labels)}
-    perm = permutation(len(data))[:m]
-    return np.array([pos[data.labels[i]] for i in perm]), labels, None
 
 
 def letters_scores(cache, model_key, dkey, split, k):
@@ -552,8 +543,8 @@ def report(args) -> None:
         if lv is None or lt is None:
             print(f"{dkey:<14} (letters not scored)")
             continue
-        gv = _gold_subset(d, "validation", args.data_dir, len(lv), sub) if sub else gold(d, "validation", args.data_dir, len(lv))
-        gt = _gold_subset(d, TEST_SPLIT, args.data_dir, len(lt), sub) if sub else gold(d, TEST_SPLIT, args.data_dir, len(lt))
+        gv = gold(d, "validation", args.data_dir, len(lv), subset=sub)
+        gt = gold(d, TEST_SPLIT, args.data_dir, len(lt), subset=sub)
         kind, l2 = _parse_bias(bias)
         row = {"n_test": len(lt), "K": k, "majority": float(np.bincount(gt[0]).max() / len(gt[0]))}
         from judge.calibrator import softmax
