@@ -75,8 +75,8 @@ class _Ours:
     def warmup(self):
         import numpy as np
 
-        from judge.trie import TrieAutomaton
-        from judge.vocab import Vocabulary
+        from judge.automaton.trie import TrieAutomaton
+        from judge.automaton.vocab import Vocabulary
 
         v = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b""], end_token_ids=[3])
         a = TrieAutomaton.build(["ab", "b"], v)  # the plain intersection path
@@ -85,13 +85,13 @@ class _Ours:
         TrieAutomaton.build(["ab", "aab", "bab", "abab"], v)  # the subtree-class path
 
     def setup(self):
-        from judge.vocab import Vocabulary
+        from judge.automaton.vocab import Vocabulary
 
         self.vocab = Vocabulary.from_tokenizer(self.tok)
         self.vocab.byte_trie()
 
     def compile(self, labels):
-        from judge.trie import TrieAutomaton
+        from judge.automaton.trie import TrieAutomaton
 
         self.auto = TrieAutomaton.build(labels, self.vocab)
         return self.auto
@@ -123,7 +123,7 @@ class _Ours:
         """Time of the numba kernel alone on the same walks (no argument checks)."""
         import numpy as np
 
-        from judge import _kernels as K
+        from judge.automaton import _kernels as K
 
         auto = self.auto
         node_arr = np.zeros(1, np.int64)
@@ -311,7 +311,7 @@ def _worker(spec: dict) -> None:
     import numpy as np
     from transformers import AutoTokenizer
 
-    from judge.vocab import Vocabulary
+    from judge.automaton.vocab import Vocabulary
 
     engine = spec["engine"]
     tok = AutoTokenizer.from_pretrained(spec["tokenizer"])

@@ -58,9 +58,9 @@ def _fill_times(fill, nodes, bm):
 def run(tok_dir: Path, ks, repeats: int, seed: int):
     from transformers import AutoTokenizer
 
-    from judge.token_classes import TokenClasses
-    from judge.trie import TrieAutomaton
-    from judge.vocab import Vocabulary
+    from judge.automaton.token_classes import TokenClasses
+    from judge.automaton.trie import TrieAutomaton
+    from judge.automaton.vocab import Vocabulary
 
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
     vocab = Vocabulary.from_tokenizer(tok)

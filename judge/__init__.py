@@ -40,9 +40,9 @@ __all__ = [
 _LAZY = {
     "Classifier": "judge.classifier",
     "Cascade": "judge.cascade",
-    "TrieAutomaton": "judge.trie",
-    "Vocabulary": "judge.vocab",
-    "TrieLogitsProcessor": "judge.processor",
+    "TrieAutomaton": "judge.automaton.trie",
+    "Vocabulary": "judge.automaton.vocab",
+    "TrieLogitsProcessor": "judge.automaton.hf",
     "Engine": "judge.engine",
     "Query": "judge.engine",
     "Decider": "judge.decisions",

@@ -1,6 +1,6 @@
 """Validation of user inputs shared by the Classifier and the decision API.
 
-What it deliberately does not do: validate label sets (``judge.trie.validate_labels``
+What it deliberately does not do: validate label sets (``judge.automaton.trie.validate_labels``
 and ``judge.labels`` do) or model arguments (``judge.models`` does).
 """
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from judge._checks import check_texts, label_indices
 from judge._errors import NotCalibratedError
+from judge.automaton.trie import as_label_list, validate_labels
 from judge.calibrator import (
     Calibration,
     check_calibrate_args,
@@ -33,7 +34,6 @@ from judge.calibrator import (
     softmax,
 )
 from judge.prompts import PromptTemplate, label_names_for
-from judge.trie import as_label_list, validate_labels
 
 __all__ = ["Classifier", "METHODS"]
 
@@ -206,10 +206,10 @@ class Classifier:
 
     @property
     def automaton_(self):
-        """The label :class:`~judge.trie.TrieAutomaton` (built on first use)."""
+        """The label :class:`~judge.automaton.trie.TrieAutomaton` (built on first use)."""
         c = self._setup()
         if c.automaton is None:
-            from judge.trie import TrieAutomaton
+            from judge.automaton.trie import TrieAutomaton
 
             c.automaton = TrieAutomaton.build(c.surfaces, c.engine.vocab_)
         return c.automaton

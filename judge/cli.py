@@ -449,8 +449,8 @@ def cmd_bench(args) -> int:
 
     from transformers import AutoTokenizer
 
-    from judge.trie import TrieAutomaton
-    from judge.vocab import Vocabulary
+    from judge.automaton.trie import TrieAutomaton
+    from judge.automaton.vocab import Vocabulary
 
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(args.tokenizer)

@@ -204,8 +204,8 @@ class Engine:
                 return self
             import torch
 
+            from judge.automaton.vocab import Vocabulary
             from judge.models import load_model
-            from judge.vocab import Vocabulary
 
             model, tok = load_model(self.model, self.tokenizer, device=self.device)
             if model.device.type == "cpu":

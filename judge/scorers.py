@@ -139,7 +139,7 @@ def score_exact(c: CompiledLabels, texts, *, batch_size=8, progress=False, extra
 
 def score_decode(c: CompiledLabels, texts, *, top_k=5, batch_size=8, extras=None) -> np.ndarray:
     """Beam search through the automaton; ``top_k`` distinct labels rescored exactly, the rest ``-inf``."""
-    from judge.processor import TrieLogitsProcessor
+    from judge.automaton.hf import TrieLogitsProcessor
 
     eng = c.engine
     K = len(c.surfaces)
@@ -277,7 +277,7 @@ def _compile_prompt(clf, eng, prompt, method=None):
     c = CompiledLabels(eng, prefix, tail, False, names, surfaces, method, root, seqs, firsts,
                        max_tokens, clf.think, clf.think_tokens)
     if method == "decode":
-        from judge.trie import TrieAutomaton
+        from judge.automaton.trie import TrieAutomaton
 
         c.automaton = TrieAutomaton.build(surfaces, eng.vocab_)
     return c

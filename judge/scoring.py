@@ -10,8 +10,8 @@ Three paths, chosen by :class:`judge.Classifier` (``method="auto"``):
   mask (each trie token sees the prompt and its own ancestors), on top of the
   prompt's KV cache. Equal to scoring each label by its own forward pass, to
   floating-point tolerance (the tests check this against that brute force).
-* ``decode``: beam search through the :class:`~judge.trie.TrieAutomaton` as a
-  ``LogitsProcessor`` (:mod:`judge.processor`), for huge label sets; the top
+* ``decode``: beam search through the :class:`~judge.automaton.trie.TrieAutomaton` as a
+  ``LogitsProcessor`` (:mod:`judge.automaton.hf`), for huge label sets; the top
   labels get their sequence log-probabilities, the rest ``-inf``.
 
 The prompt's shared prefix (instructions, label list) is run once per

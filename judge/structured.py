@@ -4,7 +4,7 @@ The schema is compiled into a Lark grammar for llguidance in which every
 string enum with at least ``enum_threshold`` values is replaced by one
 *virtual token* (an id past the model's vocabulary, ``<[V + i]>``). When the
 grammar reaches a virtual token, control passes to a
-:class:`~judge.trie.TrieAutomaton` built over the JSON texts of that field's
+:class:`~judge.automaton.trie.TrieAutomaton` built over the JSON texts of that field's
 values (any tokenization, exact); when the automaton completes a value, the
 virtual token is consumed by llguidance and the grammar continues. Small
 enums stay in the grammar. Every output therefore parses and validates
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from judge.trie import _BITS
+from judge.automaton.trie import set_token_bits
 
 __all__ = ["StructuredSchema", "StructuredLogitsProcessor", "StructuredResult", "FieldChoice",
            "generate_structured", "value_distribution"]
@@ -209,7 +209,7 @@ class StructuredSchema:
         The Lark grammar given to llguidance.
     slots : list
         One entry per trie-handled enum occurrence (``path``, ``values``).
-    automata : list of judge.trie.TrieAutomaton
+    automata : list of judge.automaton.trie.TrieAutomaton
     compile_ms : dict
         ``grammar`` (schema -> Lark + llguidance matcher) and ``automata`` times.
 
@@ -225,8 +225,8 @@ class StructuredSchema:
                  max_number_digits: int = 12, max_items: int = 8, eos_token_id: int | None = None):
         import llguidance
 
-        from judge.trie import TrieAutomaton
-        from judge.vocab import Vocabulary
+        from judge.automaton.trie import TrieAutomaton
+        from judge.automaton.vocab import Vocabulary
 
         if enum_threshold < 1:
             raise ValueError(f"enum_threshold must be >= 1, got {enum_threshold}.")
@@ -408,7 +408,7 @@ class StructuredLogitsProcessor:
             pass
         elif st.done:
             e = self.c.eos_token_id
-            row[0, e >> 5] |= _BITS[e & 31]
+            set_token_bits(row[0], [e])
         else:
             st.matcher.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
             slots = []

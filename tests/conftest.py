@@ -39,7 +39,7 @@ def load_tokenizer(name: str):
 
 @cache
 def load_vocab(name: str):
-    from judge.vocab import Vocabulary
+    from judge.automaton.vocab import Vocabulary
 
     return Vocabulary.from_tokenizer(load_tokenizer(name))
 

@@ -13,7 +13,7 @@ prefix of some label, and the end tokens iff ``prefix`` is a complete label.
 * outlines-core drops some tokens that continue past a state where a label is
   complete (labels ``ab``, ``abcd``: after ``ab`` the token ``c`` is missing).
 * Added tokens (``<think>``, ``<tool_call>`` in Qwen3) spell nothing for us
-  (see ``judge.vocab``); xgrammar lets them spell labels with the same text.
+  (see ``judge.automaton.vocab``); xgrammar lets them spell labels with the same text.
 
 Peer deviations are recorded (``record_property``) and never fail the test
 when a peer version no longer shows them; only our correctness, and that a
@@ -30,7 +30,7 @@ import random
 import numpy as np
 import pytest
 
-from judge.trie import TrieAutomaton
+from judge.automaton.trie import TrieAutomaton
 
 from .conftest import load_tokenizer, load_vocab
 

@@ -62,8 +62,8 @@ def test_control_byte_label_on_decode_path(tiny_llama):
 
 
 def test_unspellable_label_is_refused_by_the_automaton():
-    from judge.trie import TrieAutomaton
-    from judge.vocab import Vocabulary
+    from judge.automaton.trie import TrieAutomaton
+    from judge.automaton.vocab import Vocabulary
 
     vocab = Vocabulary.from_token_bytes([b"o", b"k", b"a", b"b", b"</s>"], special=[False] * 4 + [True],
                                         end_token_ids=[4])

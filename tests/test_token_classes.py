@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from judge.token_classes import TokenClasses
-from judge.trie import TrieAutomaton
-from judge.vocab import Vocabulary
+from judge.automaton.token_classes import TokenClasses
+from judge.automaton.trie import TrieAutomaton
+from judge.automaton.vocab import Vocabulary
 
 from .conftest import TOKENIZERS, load_vocab
 from .test_trie import FAMILIES, _icd_codes, _tool_names

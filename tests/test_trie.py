@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from judge import _kernels as K
 from judge._errors import LabelError
-from judge.trie import ByteTrie, TrieAutomaton
-from judge.vocab import Vocabulary
+from judge.automaton import _kernels as K
+from judge.automaton.trie import ByteTrie, TrieAutomaton
+from judge.automaton.vocab import Vocabulary
 
 from .conftest import TOKENIZERS, load_vocab
 

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from judge.vocab import Vocabulary, bytes_to_unicode
+from judge.automaton.vocab import Vocabulary, bytes_to_unicode
 
 from .conftest import TOKENIZERS, load_tokenizer, load_vocab
 

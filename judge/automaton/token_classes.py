@@ -1,7 +1,7 @@
 """Token classes of a label automaton: tokens that behave identically at every node.
 
 Two tokens are in one class iff, at every node of a
-:class:`~judge.trie.TrieAutomaton`, both are allowed and lead to the same
+:class:`~judge.automaton.trie.TrieAutomaton`, both are allowed and lead to the same
 state, or neither is allowed (the "column" of the token in the transition
 table is identical). All tokens that no label can use form one class, as do
 the end tokens. This is the CFGZIP idea (run the engine on one token per
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from judge import _kernels as K
+from judge.automaton import _kernels as K
 
 __all__ = ["TokenClasses"]
 
@@ -58,8 +58,8 @@ class TokenClasses:
 
     Examples
     --------
-    >>> from judge.vocab import Vocabulary
-    >>> from judge.trie import TrieAutomaton
+    >>> from judge.automaton.vocab import Vocabulary
+    >>> from judge.automaton.trie import TrieAutomaton
     >>> v = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"c", b"z", b""], end_token_ids=[5])
     >>> tc = TokenClasses.from_automaton(TrieAutomaton.build(["ab", "cb"], v))
     >>> tc.n_classes, tc.class_of.tolist()   # "z" is used nowhere; "a" and "c" differ (next state)
@@ -89,11 +89,11 @@ class TokenClasses:
 
     @classmethod
     def from_automaton(cls, automaton) -> TokenClasses:
-        """Compute the classes of ``automaton`` (a :class:`~judge.trie.TrieAutomaton`).
+        """Compute the classes of ``automaton`` (a :class:`~judge.automaton.trie.TrieAutomaton`).
 
         Parameters
         ----------
-        automaton : judge.trie.TrieAutomaton
+        automaton : judge.automaton.trie.TrieAutomaton
 
         Returns
         -------
@@ -110,7 +110,7 @@ class TokenClasses:
 
     def fill_bitmask(self, nodes, bitmask) -> None:
         """Packed allowed-token rows rebuilt from the classes (same layout and result as
-        :meth:`judge.trie.TrieAutomaton.fill_bitmask`).
+        :meth:`judge.automaton.trie.TrieAutomaton.fill_bitmask`).
 
         Parameters
         ----------

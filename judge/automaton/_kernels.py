@@ -5,7 +5,7 @@ Every function here is a plain loop over numpy arrays. With numba installed
 they run as ordinary Python, slower but identical, which is also how the tests
 check the compiled and the interpreted versions agree (``NUMBA_DISABLE_JIT=1``).
 
-Nothing here knows about tokenizers or labels; :mod:`judge.trie` does.
+Nothing here knows about tokenizers or labels; :mod:`judge.automaton.trie` does.
 """
 
 from __future__ import annotations
