@@ -4,7 +4,7 @@ The constructor only stores its arguments (scikit-learn style); the model is
 loaded, the prompt's shared prefix cached and the labels compiled on first use
 (:class:`judge.scorers.CompiledLabels`, under a lock: two threads never load
 twice). Scoring is done by :class:`judge.engine.Engine`; the fitted state is one
-:class:`judge.calibrator.Calibration`, swapped in one assignment.
+:class:`judge.calibration.state.Calibration`, swapped in one assignment.
 
 Thread safety: ``predict``/``predict_proba``/``decision_function`` may be
 called from several threads (model calls are serialised by the engine's
@@ -25,13 +25,13 @@ import numpy as np
 
 from judge._checks import check_texts, label_indices
 from judge._errors import NotCalibratedError
+from judge._math import softmax
 from judge.automaton.trie import as_label_list, validate_labels
-from judge.calibrator import (
+from judge.calibration.state import (
     Calibration,
     check_calibrate_args,
     prior_bias,
     resolve_bias,
-    softmax,
 )
 from judge.prompts import PromptTemplate, label_names_for
 
@@ -190,7 +190,14 @@ class Classifier:
     def _compile(self):
         from judge.scorers import compile_labels
 
-        return compile_labels(self)
+        c = compile_labels(self, self.__dict__.get("engine_"))
+        object.__setattr__(self, "engine_", c.engine)
+        return c
+
+    @property
+    def compiled_(self):
+        """The compiled label set (:class:`judge.scorers.CompiledLabels`): engine, prompt split, token sequences."""
+        return self._setup()
 
     @property
     def model_(self):
@@ -351,7 +358,7 @@ class Classifier:
 
         On the exact path the answer is exactly the argmax of full exact scoring
         (after label bias and temperature) but only the subtrees of the label
-        trie that could still win are expanded (``judge.bounded``). With
+        trie that could still win are expanded (``judge.engine.bounded``). With
         ``abstain=True`` the full distribution is computed (the threshold needs
         the true top probability).
 
@@ -402,7 +409,7 @@ class Classifier:
             ``batch``: the mean distribution over ``texts``; ``+fit``: then a
             residual bias fitted with the labels jointly with the temperature
             (L2 strength ``bias_l2``; ``fit`` alone starts from no prior);
-            ``auto``: :data:`judge.calibrator.AUTO_BIAS` (chosen on the validation splits, see
+            ``auto``: :data:`judge.calibration.state.AUTO_BIAS` (chosen on the validation splits, see
             the README), none on the ``decode`` path.
         temperature : bool
         target_accuracy, coverage : float in (0, 1), optional

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from judge.calibrator import Calibration
+from judge.calibration.state import Calibration
 from judge.prompts import PromptTemplate
 
 __all__ = ["save_classifier", "load_classifier", "FORMAT_VERSION"]
@@ -199,7 +199,7 @@ def fingerprint(clf) -> str:
 
     from judge.models import weights_fingerprint
 
-    c = clf._setup()
+    c = clf.compiled_
     spec = {"labels": list(clf.labels), "surfaces": c.surfaces, "prefix": c.prefix, "tail": c.tail,
             "method": c.method, "seqs": c.label_seqs, "think": [c.think, c.think_tokens],
             "top_k": clf.top_k, "path": c.engine.path_, "model": weights_fingerprint(c.engine.model_),

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from judge.engine import _Item
+from judge.engine.protocol import Item
 from judge.prompts import DEFAULT_PROMPT, PromptTemplate, label_names_for
 
 __all__ = ["CompiledLabels", "compile_labels", "prompt_items", "think", "score_exact", "score_decode", "score_bounded_texts",
@@ -88,7 +88,7 @@ def prompt_items(c: CompiledLabels, texts, extras=None) -> list:
                 keep -= max(1, len(ids) + reserve - limit)
             cut_rows += 1
             cut_total += len(text_ids) - keep
-        items.append(_Item(ids, c.label_seqs or [[0]], first_only=c.method == "first_token", group=i))
+        items.append(Item(ids, c.label_seqs or [[0]], first_only=c.method == "first_token", group=i))
     if cut_rows:
         warnings.warn(
             f"{cut_rows} text(s) were longer than the model's context ({limit} tokens) allows and were "
@@ -100,7 +100,7 @@ def prompt_items(c: CompiledLabels, texts, extras=None) -> list:
 def _generate(c: CompiledLabels, prompts, **kwargs):
     import torch
 
-    from judge.scoring import left_pad
+    from judge._math import left_pad
 
     eng = c.engine
     tok = eng.tokenizer_
@@ -176,14 +176,14 @@ def score_decode(c: CompiledLabels, texts, *, top_k=5, batch_size=8, extras=None
         if not len(labs):
             continue
         seqs = eng.option_ids(ctx, [c.surfaces[k] for k in labs], end_token=True)
-        res = eng.score_items([_Item(it.ids, seqs)], root=c.root_ids)[0]
+        res = eng.score_items([Item(it.ids, seqs)], root=c.root_ids)[0]
         out[r, labs] = res
     return out
 
 
 def generate_unconstrained(clf, texts, *, max_new_tokens=None, batch_size=8) -> list[str]:
     """Plain greedy generation with the classifier's prompt (the unconstrained baseline): n strings."""
-    c = clf._setup()
+    c = clf.compiled_
     items = prompt_items(c, list(texts))
     max_new = max_new_tokens or c.max_label_tokens + 8
     out = []
@@ -194,8 +194,8 @@ def generate_unconstrained(clf, texts, *, max_new_tokens=None, batch_size=8) -> 
 
 
 def score_bounded_texts(c: CompiledLabels, texts, cal, mode, eps, *, batch_size=8):
-    """Bounded scoring (judge.bounded) where it applies, else None: (n, K) with NaN where unexpanded."""
-    from judge.bounded import OptionTrie, score_bounded
+    """Bounded scoring (``Engine.score_bounded``) where it applies, else None: (n, K) with NaN where unexpanded."""
+    from judge.engine.options import OptionTrie
 
     if c.method != "exact" or c.think or c.rotated or c.engine.path_ != "tree" or not texts:
         return None
@@ -204,24 +204,26 @@ def score_bounded_texts(c: CompiledLabels, texts, cal, mode, eps, *, batch_size=
     if not c.option_trie.prefix_free:
         return None
     items = prompt_items(c, texts)
-    scores, fed = score_bounded(
-        c.engine, items, c.option_trie, root=c.root_ids,
+    scores, _ = c.engine.score_bounded(
+        items, c.option_trie, root=c.root_ids,
         bias=None if cal is None else cal.bias, temperature=None if cal is None else cal.temperature,
         mode=mode, eps=eps, batch_size=batch_size)
-    c.engine.last_usage_ = {"input_tokens": int(fed)}
     return scores
 
 
-def compile_labels(clf) -> CompiledLabels:
-    """Compile a Classifier's labels and prompt (engine, root cache, token sequences, path)."""
-    from judge.engine import Engine
+def compile_labels(clf, engine=None) -> CompiledLabels:
+    """Compile a Classifier's labels and prompt (root cache, token sequences, path).
 
-    old = clf.__dict__.get("engine_")
-    same = old is not None and old.model is clf.model and old.tokenizer is clf.tokenizer \
-        and old.device == clf.device and old.end_token == clf.end_token
-    eng = old if same else Engine(clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
+    ``engine`` (the classifier's previous one) is reused when the model, tokenizer,
+    device and end-token policy are unchanged; the returned ``CompiledLabels.engine``
+    is the one to keep.
+    """
+    from judge.engine.engine import Engine
+
+    same = engine is not None and engine.model is clf.model and engine.tokenizer is clf.tokenizer \
+        and engine.device == clf.device and engine.end_token == clf.end_token
+    eng = engine if same else Engine(clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
     eng.setup()
-    object.__setattr__(clf, "engine_", eng)
     prompt = clf.prompt
     prompt = DEFAULT_PROMPT if prompt is None else (
         PromptTemplate.from_string(prompt) if isinstance(prompt, str) else prompt)

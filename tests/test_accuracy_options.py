@@ -102,7 +102,7 @@ def test_default_prompt_and_names_are_what_validation_chose():
     assert natural_label("Refund_not_showing_up") == "refund not showing up"  # no capital sorts it first
     assert natural_label("NUM:date") == "NUM:date" and natural_label("PIN") == "PIN"  # acronyms kept
     assert label_names_for(["Refund_not_showing_up", "card_arrival"]) == ["refund not showing up", "card arrival"]
-    from judge.calibrator import AUTO_BIAS
+    from judge.calibration.state import AUTO_BIAS
 
     assert AUTO_BIAS == "batch+fit" and Classifier.calibrate.__kwdefaults__["bias_l2"] == 1.0
 

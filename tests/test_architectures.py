@@ -106,3 +106,27 @@ def test_decode_path_on_architectures(arch, smol_tok):
     found = np.isfinite(dec)
     assert (found.sum(1) == 3).all()
     np.testing.assert_allclose(dec[found], ex[found], atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_engine_score_equals_the_reference(arch, smol_tok):
+    """Engine.score == Reference.score (the one reference, no shared code) on text queries:
+    questions about one state share a row, user pieces, options that are prefixes of others."""
+    from judge.engine import Engine, Query
+    from judge.testing import Reference
+
+    window = WINDOW if arch in SLIDING_ARCHITECTURES else None
+    model = tiny_model(arch, smol_tok, sliding_window=window)
+    state = "Content: my card was charged twice and the app says pending <|im_end|> for days now.\n"
+    queries = [Query((("You answer questions.\n\n", False), (state, True), ("Question: team?\nAnswer:", False)),
+                     (" billing", " bill", " technical support", " tech")),
+               Query((("You answer questions.\n\n", False), (state, True), ("Question: angry?\nAnswer:", False)),
+                     (" Yes", " No")),
+               Query((("Other prompt: ", False), ("short", True), (" ->", False)), (" a", " ab", " abc"))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine(model, smol_tok)
+        got = eng.score(queries)
+    want = Reference(model, smol_tok, end_token="auto", end_id=eng.end_id_).score(queries)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, atol=1e-4, rtol=0, err_msg=arch)

@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from judge import Classifier
-from judge.bounded import OptionTrie
-from judge.calibrator import Calibration, softmax
+from judge._math import softmax
+from judge.calibration.state import Calibration
+from judge.engine import OptionTrie
 from judge.testing import phrases, tiny_model, tool_names
 
 TEXTS = ["I am still waiting on my card?", "top up failed again", "what rate do you use", "pin blocked",

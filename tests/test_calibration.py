@@ -76,6 +76,9 @@ def test_public_names_are_pinned():
             "ece_noise_floor",
             "bootstrap_interval",
             "calibration_report",
+            "Calibration",
+            "AUTO_BIAS",
+            "BIASES",
         ]
     )
     assert all(hasattr(cal, name) for name in cal.__all__)

@@ -225,7 +225,7 @@ def test_trec_validation_rows_do_not_depend_on_granularity():
 
 
 def test_carve_matches_a_hand_count():
-    train, val = _common._carve_validation(["a"] * 10 + ["b"] * 20 + ["c"] * 5)
+    train, val = _common.carve_validation(["a"] * 10 + ["b"] * 20 + ["c"] * 5)
     assert len(val) == 4  # round(3.5) -> 4 (banker's rounding to even)
     labels = ["a"] * 10 + ["b"] * 20 + ["c"] * 5
     assert Counter(labels[i] for i in val) in (

@@ -14,6 +14,8 @@ The modules follow the order data flows through them:
   APS) with a finite-sample coverage guarantee.
 * :mod:`~judge.calibration.plots`: reliability diagram and risk-coverage
   displays (matplotlib is imported only when drawing).
+* :mod:`~judge.calibration.state`: :class:`Calibration`, everything
+  ``Classifier.calibrate`` fits, as one frozen object.
 
 Conventions: ``y_true`` is an integer array of class indices, shape
 (n_samples,); ``proba`` a row-normalized array of shape (n_samples, n_classes);
@@ -48,6 +50,7 @@ from .metrics import (
     selective_accuracy,
 )
 from .plots import ReliabilityDiagram, RiskCoverageDisplay
+from .state import AUTO_BIAS, BIASES, Calibration
 from .temperature import TemperatureScaler
 
 __all__ = [
@@ -80,4 +83,8 @@ __all__ = [
     # plots.py
     "ReliabilityDiagram",
     "RiskCoverageDisplay",
+    # state.py: the fitted state of a Classifier
+    "Calibration",
+    "AUTO_BIAS",
+    "BIASES",
 ]

@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 _ROW_SUM_ATOL = 1e-4
 
 
-def _check_proba(proba: ArrayLike, name: str = "proba") -> np.ndarray:
+def check_proba(proba: ArrayLike, name: str = "proba") -> np.ndarray:
     """Return ``proba`` as a float array of shape (n, K) of row-normalized probabilities."""
     p = np.asarray(proba, dtype=float)
     if p.ndim != 2:
@@ -50,7 +50,7 @@ def _check_proba(proba: ArrayLike, name: str = "proba") -> np.ndarray:
     return np.clip(p, 0.0, 1.0)
 
 
-def _check_labels(y_true: ArrayLike, n_samples: int, n_classes: int) -> np.ndarray:
+def check_labels(y_true: ArrayLike, n_samples: int, n_classes: int) -> np.ndarray:
     """Return ``y_true`` as an int array of shape (n_samples,) with values in [0, n_classes)."""
     y = np.asarray(y_true)
     if y.ndim != 1 or y.shape[0] != n_samples:
@@ -74,7 +74,7 @@ def _check_labels(y_true: ArrayLike, n_samples: int, n_classes: int) -> np.ndarr
     return y.astype(np.intp, copy=False)
 
 
-def _check_log_scores(scores: ArrayLike, name: str) -> np.ndarray:
+def check_log_scores(scores: ArrayLike, name: str) -> np.ndarray:
     """Return logits/log-probabilities of shape (n, K): no NaN, no +inf, one finite entry a row.
 
     ``-inf`` entries are allowed: they mark labels a row can never take.
@@ -101,7 +101,7 @@ def _check_log_scores(scores: ArrayLike, name: str) -> np.ndarray:
     return z
 
 
-def _check_unit_interval(
+def check_unit_interval(
     value: float, name: str, *, closed_right: bool = False, example: float = 0.9
 ) -> float:
     """Return ``value`` as a float, requiring 0 < value < 1 (or <= 1 when ``closed_right``)."""
@@ -120,6 +120,6 @@ def _check_unit_interval(
     return v
 
 
-def _top_label(y: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def top_label(y: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Top-label confidence (max probability) and correctness of the argmax, both shape (n,)."""
     return p.max(axis=1), p.argmax(axis=1) == y

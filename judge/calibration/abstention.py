@@ -18,8 +18,8 @@ import warnings
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import _check_labels, _check_proba, _check_unit_interval, _top_label
-from .metrics import _n_kept
+from ._validation import check_labels, check_proba, check_unit_interval, top_label
+from .metrics import n_kept
 
 __all__ = ["select_threshold", "clopper_pearson_lower"]
 
@@ -56,7 +56,7 @@ def clopper_pearson_lower(
     """
     from scipy.stats import beta
 
-    confidence = _check_unit_interval(confidence, "confidence", example=0.95)
+    confidence = check_unit_interval(confidence, "confidence", example=0.95)
     k = np.atleast_1d(np.asarray(n_correct, dtype=float))
     n = np.atleast_1d(np.asarray(n_total, dtype=float))
     if k.shape != n.shape or k.ndim != 1:
@@ -138,18 +138,18 @@ def select_threshold(
         raise ValueError(
             f"pass exactly one of target_accuracy or coverage, got target_accuracy={target_accuracy!r} and coverage={coverage!r}; e.g. select_threshold(y_true, proba, target_accuracy=0.9)."
         )
-    p = _check_proba(proba)
-    y = _check_labels(y_true, p.shape[0], p.shape[1])
-    conf, correct = _top_label(y, p)
+    p = check_proba(proba)
+    y = check_labels(y_true, p.shape[0], p.shape[1])
+    conf, correct = top_label(y, p)
     order = np.argsort(-conf, kind="stable")
     conf, correct = conf[order], correct[order]
 
     if coverage is not None:
-        coverage = _check_unit_interval(coverage, "coverage", closed_right=True, example=0.8)
-        return float(conf[_n_kept(coverage, len(conf)) - 1])
+        coverage = check_unit_interval(coverage, "coverage", closed_right=True, example=0.8)
+        return float(conf[n_kept(coverage, len(conf)) - 1])
 
-    target = _check_unit_interval(target_accuracy, "target_accuracy", example=0.9)
-    confidence = _check_unit_interval(confidence, "confidence", example=0.95)
+    target = check_unit_interval(target_accuracy, "target_accuracy", example=0.9)
+    confidence = check_unit_interval(confidence, "confidence", example=0.95)
     n = len(conf)
     ends = np.append(np.flatnonzero(conf[1:] != conf[:-1]), n - 1)
     kept = ends + 1

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
-from ._validation import _check_log_scores
+from ._validation import check_log_scores
 
 __all__ = ["contextual_bias", "batch_bias", "apply_bias", "fit_bias_temperature"]
 
@@ -39,7 +39,7 @@ def _normalize_rows(z: np.ndarray) -> np.ndarray:
 
 def _mean_log_distribution(log_probs: ArrayLike, name: str) -> np.ndarray:
     """Log of the mean of the row distributions, shape (K,)."""
-    z = _normalize_rows(_check_log_scores(log_probs, name))
+    z = _normalize_rows(check_log_scores(log_probs, name))
     return logsumexp(z, axis=0) - np.log(z.shape[0])
 
 
@@ -141,7 +141,7 @@ def apply_bias(log_probs: ArrayLike, bias: ArrayLike) -> np.ndarray:
     array([[0.5  , 0.5  ],
            [0.273, 0.727]])
     """
-    z = _check_log_scores(log_probs, "log_probs")
+    z = check_log_scores(log_probs, "log_probs")
     b = np.asarray(bias, dtype=float)
     if b.shape != (z.shape[1],):
         raise ValueError(
@@ -209,7 +209,7 @@ def fit_bias_temperature(
     """
     from scipy.optimize import minimize
 
-    z = _check_log_scores(log_probs, "log_probs")
+    z = check_log_scores(log_probs, "log_probs")
     y = np.asarray(y)
     if y.shape != (z.shape[0],) or not np.issubdtype(y.dtype, np.integer) or (y.size and (y.min() < 0 or y.max() >= z.shape[1])):
         raise ValueError(

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike
 
 from judge._errors import NotCalibratedError
 
-from ._validation import _check_labels, _check_proba, _check_unit_interval
+from ._validation import check_labels, check_proba, check_unit_interval
 
 __all__ = ["conformity_scores", "conformal_quantile", "ConformalPredictor"]
 
@@ -82,7 +82,7 @@ def conformity_scores(
     array([[0.5, 1. , 0.8]])
     """
     _check_method(method, randomized)
-    p = _check_proba(proba)
+    p = check_proba(proba)
     if method == "lac":
         return 1.0 - p
     order = np.argsort(-p, axis=1, kind="stable")
@@ -124,7 +124,7 @@ def conformal_quantile(scores: ArrayLike, alpha: float) -> float:
     >>> conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], alpha=0.2)
     0.8
     """
-    alpha = _check_unit_interval(alpha, "alpha", example=0.1)
+    alpha = check_unit_interval(alpha, "alpha", example=0.1)
     s = np.asarray(scores, dtype=float)
     if s.ndim != 1 or s.size < 1 or not np.all(np.isfinite(s)):
         raise ValueError(
@@ -215,9 +215,9 @@ class ConformalPredictor:
             The fitted predictor, with ``quantile_`` set.
         """
         _check_method(self.method, self.randomized)
-        alpha = _check_unit_interval(self.alpha, "alpha", example=0.1)
-        p = _check_proba(proba)
-        y = _check_labels(y_true, p.shape[0], p.shape[1])
+        alpha = check_unit_interval(self.alpha, "alpha", example=0.1)
+        p = check_proba(proba)
+        y = check_labels(y_true, p.shape[0], p.shape[1])
         self._rng = np.random.default_rng(self.random_state)
         scores = conformity_scores(
             p, self.method, randomized=self.randomized, random_state=self._rng
@@ -248,7 +248,7 @@ class ConformalPredictor:
             raise NotCalibratedError(
                 "This ConformalPredictor is not fitted yet: call fit(y_true, proba) before calling predict_set()."
             )
-        p = _check_proba(proba)
+        p = check_proba(proba)
         if p.shape[1] != self.n_classes_:
             raise ValueError(
                 f"proba must have {self.n_classes_} columns as in fit, got shape {p.shape}; pass probabilities for the same label set."

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import _check_labels, _check_proba, _check_unit_interval, _top_label
+from ._validation import check_labels, check_proba, check_unit_interval, top_label
 
 __all__ = [
     "expected_calibration_error",
@@ -41,8 +41,8 @@ _STRATEGIES = ("uniform", "quantile")
 
 
 def _check_inputs(y_true: ArrayLike, proba: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    p = _check_proba(proba)
-    y = _check_labels(y_true, p.shape[0], p.shape[1])
+    p = check_proba(proba)
+    y = check_labels(y_true, p.shape[0], p.shape[1])
     return y, p
 
 
@@ -55,7 +55,7 @@ class _Bins(NamedTuple):
     confidence: np.ndarray  # (n_bins,)
 
 
-def _top_label_bins(y_true: ArrayLike, proba: ArrayLike, n_bins: int, strategy: str) -> _Bins:
+def top_label_bins(y_true: ArrayLike, proba: ArrayLike, n_bins: int, strategy: str) -> _Bins:
     """Bin rows by top-label confidence.
 
     Bins are right-closed, ``(lo, hi]``, with the first one also holding its
@@ -70,12 +70,12 @@ def _top_label_bins(y_true: ArrayLike, proba: ArrayLike, n_bins: int, strategy: 
             f"strategy must be one of {_STRATEGIES}, got strategy={strategy!r}; 'uniform' gives equal-width bins, 'quantile' equal-mass bins."
         )
     y, p = _check_inputs(y_true, proba)
-    conf, correct = _top_label(y, p)
+    conf, correct = top_label(y, p)
     return _bin_conf(conf, correct, n_bins, strategy)
 
 
 def _bin_conf(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str) -> _Bins:
-    """:func:`_top_label_bins` on (confidence, correctness) already extracted."""
+    """:func:`top_label_bins` on (confidence, correctness) already extracted."""
     if strategy == "uniform":
         edges = np.linspace(0.0, 1.0, n_bins + 1)
     else:
@@ -88,14 +88,14 @@ def _bin_conf(conf: np.ndarray, correct: np.ndarray, n_bins: int, strategy: str)
     return _Bins(edges, count, accuracy, confidence)
 
 
-def _ece(bins: _Bins) -> float:
+def ece_of_bins(bins: _Bins) -> float:
     """``sum_b (n_b / n) |accuracy_b - confidence_b|`` over non-empty bins."""
     full = bins.count > 0
     gaps = np.abs(bins.accuracy[full] - bins.confidence[full])
     return float(np.sum(bins.count[full] * gaps) / bins.count.sum())
 
 
-def _area(coverage: np.ndarray, risk: np.ndarray) -> float:
+def area_under_curve(coverage: np.ndarray, risk: np.ndarray) -> float:
     """Right-endpoint step integral of risk over coverage, from coverage 0."""
     return float(np.sum(risk * np.diff(coverage, prepend=0.0)))
 
@@ -134,7 +134,7 @@ def expected_calibration_error(
     >>> expected_calibration_error([0, 1], [[0.9, 0.1], [0.9, 0.1]], n_bins=10)
     0.4
     """
-    return _ece(_top_label_bins(y_true, proba, n_bins, strategy))
+    return ece_of_bins(top_label_bins(y_true, proba, n_bins, strategy))
 
 
 def maximum_calibration_error(
@@ -168,7 +168,7 @@ def maximum_calibration_error(
     >>> round(maximum_calibration_error(y, p, n_bins=10), 6)
     0.4
     """
-    bins = _top_label_bins(y_true, proba, n_bins, strategy)
+    bins = top_label_bins(y_true, proba, n_bins, strategy)
     full = bins.count > 0
     return float(np.max(np.abs(bins.accuracy[full] - bins.confidence[full])))
 
@@ -233,7 +233,7 @@ def negative_log_likelihood(y_true: ArrayLike, proba: ArrayLike, *, eps: float =
     >>> math.isclose(nll, -(math.log(0.8) + math.log(0.5)) / 2)
     True
     """
-    eps = _check_unit_interval(eps, "eps", example=1e-12)
+    eps = check_unit_interval(eps, "eps", example=1e-12)
     y, p = _check_inputs(y_true, proba)
     p_true = np.clip(p[np.arange(len(y)), y], eps, 1.0)
     return float(-np.mean(np.log(p_true)))
@@ -275,7 +275,7 @@ def risk_coverage_curve(
     (array([0.25, 0.5 , 0.75, 1.  ]), array([0.   , 0.5  , 0.667, 0.5  ]), array([0.9, 0.8, 0.7, 0.6]))
     """
     y, p = _check_inputs(y_true, proba)
-    conf, correct = _top_label(y, p)
+    conf, correct = top_label(y, p)
     order = np.argsort(-conf, kind="stable")
     conf, errors = conf[order], ~correct[order]
     n = len(conf)
@@ -318,7 +318,7 @@ def aurc(y_true: ArrayLike, proba: ArrayLike) -> float:
     0.416667
     """
     coverage, risk, _ = risk_coverage_curve(y_true, proba)
-    return _area(coverage, risk)
+    return area_under_curve(coverage, risk)
 
 
 def selective_accuracy(y_true: ArrayLike, proba: ArrayLike, coverage: float) -> float:
@@ -351,15 +351,15 @@ def selective_accuracy(y_true: ArrayLike, proba: ArrayLike, coverage: float) -> 
     >>> selective_accuracy(y, p, coverage=0.25)
     1.0
     """
-    coverage = _check_unit_interval(coverage, "coverage", closed_right=True, example=0.8)
+    coverage = check_unit_interval(coverage, "coverage", closed_right=True, example=0.8)
     y, p = _check_inputs(y_true, proba)
-    conf, correct = _top_label(y, p)
-    k = _n_kept(coverage, len(y))
+    conf, correct = top_label(y, p)
+    k = n_kept(coverage, len(y))
     top = np.argsort(-conf, kind="stable")[:k]
     return float(np.mean(correct[top]))
 
 
-def _n_kept(coverage: float, n: int) -> int:
+def n_kept(coverage: float, n: int) -> int:
     """``ceil(coverage * n)`` robust to float noise, at least 1."""
     return max(1, int(np.ceil(coverage * n - 1e-9)))
 
@@ -390,9 +390,9 @@ def coverage_at_accuracy(y_true: ArrayLike, proba: ArrayLike, target: float) -> 
     >>> coverage_at_accuracy(y, p, 1.0), coverage_at_accuracy(y, p, 0.5)
     (0.25, 1.0)
     """
-    target = _check_unit_interval(target, "target", closed_right=True, example=0.7)
+    target = check_unit_interval(target, "target", closed_right=True, example=0.7)
     y, p = _check_inputs(y_true, proba)
-    conf, correct = _top_label(y, p)
+    conf, correct = top_label(y, p)
     order = np.argsort(-conf, kind="stable")
     running = np.cumsum(correct[order]) / np.arange(1, len(y) + 1)
     ok = np.flatnonzero(running >= target - 1e-12)
@@ -432,11 +432,11 @@ def ece_noise_floor(
     """
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer) or n_resamples < 1:
         raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}; use e.g. 200.")
-    p = _check_proba(proba)
+    p = check_proba(proba)
     conf = p.max(axis=1)
-    _top_label_bins(np.zeros(len(conf), int), p, n_bins, strategy)  # validates n_bins / strategy
+    top_label_bins(np.zeros(len(conf), int), p, n_bins, strategy)  # validates n_bins / strategy
     rng = np.random.default_rng(seed)
-    vals = [_ece(_bin_conf(conf, (rng.random(len(conf)) < conf).astype(float), n_bins, strategy))
+    vals = [ece_of_bins(_bin_conf(conf, (rng.random(len(conf)) < conf).astype(float), n_bins, strategy))
             for _ in range(n_resamples)]
     return float(np.mean(vals)), float(np.std(vals))
 
@@ -474,7 +474,7 @@ def bootstrap_interval(
     >>> lo < 0.5 < hi
     True
     """
-    level = _check_unit_interval(level, "level", closed_right=False, example=0.95)
+    level = check_unit_interval(level, "level", closed_right=False, example=0.95)
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer) or n_resamples < 1:
         raise ValueError(f"n_resamples must be an integer >= 1, got {n_resamples!r}; use e.g. 1000.")
     y, p = _check_inputs(y_true, proba)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .metrics import _area, _ece, _top_label_bins, risk_coverage_curve
+from .metrics import area_under_curve, ece_of_bins, risk_coverage_curve, top_label_bins
 
 __all__ = ["ReliabilityDiagram", "RiskCoverageDisplay"]
 
@@ -116,8 +116,8 @@ class ReliabilityDiagram:
         display : ReliabilityDiagram
             Not yet drawn; call :meth:`plot`.
         """
-        bins = _top_label_bins(y_true, proba, n_bins, strategy)
-        return cls(bins.edges, bins.accuracy, bins.confidence, bins.count, ece=_ece(bins))
+        bins = top_label_bins(y_true, proba, n_bins, strategy)
+        return cls(bins.edges, bins.accuracy, bins.confidence, bins.count, ece=ece_of_bins(bins))
 
     def plot(self, ax: Any = None, *, name: str | None = None) -> ReliabilityDiagram:
         """Draw per-bin accuracy against per-bin mean confidence, with the diagonal.
@@ -221,7 +221,7 @@ class RiskCoverageDisplay:
             Not yet drawn; call :meth:`plot`.
         """
         coverage, risk, thresholds = risk_coverage_curve(y_true, proba)
-        return cls(coverage, risk, thresholds, aurc=_area(coverage, risk))
+        return cls(coverage, risk, thresholds, aurc=area_under_curve(coverage, risk))
 
     def plot(self, ax: Any = None, *, name: str | None = None) -> RiskCoverageDisplay:
         """Draw the risk-coverage step curve.

@@ -21,7 +21,7 @@ from scipy.special import log_softmax, logsumexp
 
 from judge._errors import NotCalibratedError
 
-from ._validation import _check_labels, _check_log_scores
+from ._validation import check_labels, check_log_scores
 
 __all__ = ["TemperatureScaler"]
 
@@ -101,8 +101,8 @@ class TemperatureScaler:
         """
         from scipy.optimize import minimize_scalar
 
-        z = _check_log_scores(logits, "logits")
-        y = _check_labels(y, z.shape[0], z.shape[1])
+        z = check_log_scores(logits, "logits")
+        y = check_labels(y, z.shape[0], z.shape[1])
         reachable = np.isfinite(z[np.arange(len(y)), y])
         if not np.all(reachable):
             if not np.any(reachable):
@@ -151,7 +151,7 @@ class TemperatureScaler:
             If :meth:`fit` has not been called.
         """
         self._check_fitted("transform")
-        z = _check_log_scores(logits, "logits")
+        z = check_log_scores(logits, "logits")
         if z.shape[1] != self.n_classes_:
             raise ValueError(
                 f"logits must have {self.n_classes_} columns as in fit, got shape {z.shape}; pass scores for the same label set."

@@ -267,7 +267,7 @@ def _stratified_positions(
     return sorted(chosen)
 
 
-def _carve_validation(labels: Sequence[str]) -> tuple[list[int], list[int]]:
+def carve_validation(labels: Sequence[str]) -> tuple[list[int], list[int]]:
     """Split train positions into (train, validation), stratified by label.
 
     ``round(VALIDATION_FRACTION * len(labels))`` rows go to validation, each label
@@ -276,7 +276,7 @@ def _carve_validation(labels: Sequence[str]) -> tuple[list[int], list[int]]:
 
     Examples
     --------
-    >>> train, val = _carve_validation(["a"] * 10 + ["b"] * 20)
+    >>> train, val = carve_validation(["a"] * 10 + ["b"] * 20)
     >>> len(train), len(val), sorted(set(train) | set(val)) == list(range(30))
     (27, 3, True)
     """
@@ -291,7 +291,7 @@ def _carve_validation(labels: Sequence[str]) -> tuple[list[int], list[int]]:
 # ---- arguments -----------------------------------------------------------------------
 
 
-def _check_split(name: str, split: str, valid: Sequence[str]) -> str:
+def check_split(name: str, split: str, valid: Sequence[str]) -> str:
     """Return the canonical split name (``"val"`` means ``"validation"``) or raise."""
     canonical = "validation" if split == "val" else split
     if canonical not in valid:
@@ -305,7 +305,7 @@ def _check_split(name: str, split: str, valid: Sequence[str]) -> str:
 # ---- files ---------------------------------------------------------------------------
 
 
-def _dataset_folder(name: str, data_dir: str | os.PathLike[str] | None) -> Path | None:
+def dataset_folder(name: str, data_dir: str | os.PathLike[str] | None) -> Path | None:
     """The folder of dataset ``name`` under ``data_dir`` or ``$JUDGE_DATA_DIR``.
 
     Returns ``None`` when neither is given (the caller then tries the hub).
@@ -331,7 +331,7 @@ def _dataset_folder(name: str, data_dir: str | os.PathLike[str] | None) -> Path 
     return folder
 
 
-def _require_file(folder: Path, filename: str) -> Path:
+def require_file(folder: Path, filename: str) -> Path:
     """``folder / filename``, or a ``FileNotFoundError`` naming the expected path."""
     path = folder / filename
     if not path.is_file():
@@ -341,7 +341,7 @@ def _require_file(folder: Path, filename: str) -> Path:
     return path
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
     """Parse a JSON file, turning a decode error into a ``ValueError`` naming the file."""
     try:
         with path.open(encoding="utf-8") as handle:
@@ -352,16 +352,16 @@ def _read_json(path: Path) -> Any:
         ) from exc
 
 
-def _malformed(path: Path, where: str, problem: str) -> ValueError:
+def malformed(path: Path, where: str, problem: str) -> ValueError:
     """A ``ValueError`` for a bad record: file, where (``"line 3"``), what was wrong, the fix."""
     return ValueError(
         f"Malformed {path.name} ({str(path)!r}) at {where}: {problem}; replace the file with an unmodified upstream copy."
     )
 
 
-def _read_name_list(path: Path) -> tuple[str, ...]:
+def read_name_list(path: Path) -> tuple[str, ...]:
     """A JSON list of unique strings (a label set), or a ``ValueError`` naming the file."""
-    names = _read_json(path)
+    names = read_json(path)
     if not isinstance(names, list) or not names or not all(isinstance(x, str) for x in names):
         raise ValueError(
             f"Malformed {str(path)!r}: expected a non-empty JSON list of label strings, got {type(names).__name__}; replace the file with an unmodified upstream copy."
@@ -376,7 +376,7 @@ def _read_name_list(path: Path) -> tuple[str, ...]:
 # ---- hub fallback --------------------------------------------------------------------
 
 
-def _load_hub(name: str, hub_id: str, config: str | None, split: str) -> Any:
+def load_hub(name: str, hub_id: str, config: str | None, split: str) -> Any:
     """Load one split of the public hub copy with the optional ``datasets`` package.
 
     Only used when neither ``data_dir`` nor ``JUDGE_DATA_DIR`` is given. Any failure
@@ -398,10 +398,10 @@ def _load_hub(name: str, hub_id: str, config: str | None, split: str) -> Any:
         ) from exc
 
 
-def _hub_names(dataset: Any, column: str) -> list[str]:
+def hub_names(dataset: Any, column: str) -> list[str]:
     """The class names of a hub ``ClassLabel`` column."""
     return list(dataset.features[column].names)
 
 
-def _take(values: Sequence[Any], positions: Iterable[int]) -> tuple[Any, ...]:
+def take(values: Sequence[Any], positions: Iterable[int]) -> tuple[Any, ...]:
     return tuple(values[i] for i in positions)

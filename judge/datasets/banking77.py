@@ -21,15 +21,15 @@ from pathlib import Path
 
 from ._common import (
     LabeledTexts,
-    _carve_validation,
-    _check_split,
-    _dataset_folder,
-    _hub_names,
-    _load_hub,
-    _malformed,
-    _read_name_list,
-    _require_file,
-    _take,
+    carve_validation,
+    check_split,
+    dataset_folder,
+    hub_names,
+    load_hub,
+    malformed,
+    read_name_list,
+    require_file,
+    take,
 )
 
 __all__ = ["load"]
@@ -76,18 +76,18 @@ def load(split: str = "test", data_dir: str | os.PathLike[str] | None = None) ->
     (('card_arrival', 'age_limit'), ('card_arrival', 'age_limit'))
     >>> tmp.cleanup()
     """
-    split = _check_split(NAME, split, SPLITS)
+    split = check_split(NAME, split, SPLITS)
     file_split = "test" if split == "test" else "train"
-    folder = _dataset_folder(NAME, data_dir)
+    folder = dataset_folder(NAME, data_dir)
     if folder is None:
         texts, labels, names = _from_hub(file_split)
     else:
-        names = _read_name_list(_require_file(folder, "categories.json"))
-        texts, labels = _read_csv(_require_file(folder, f"{file_split}.csv"), names)
+        names = read_name_list(require_file(folder, "categories.json"))
+        texts, labels = _read_csv(require_file(folder, f"{file_split}.csv"), names)
     if split != "test":
-        train, validation = _carve_validation(labels)
+        train, validation = carve_validation(labels)
         keep = validation if split == "validation" else train
-        texts, labels = _take(texts, keep), _take(labels, keep)
+        texts, labels = take(texts, keep), take(labels, keep)
     return LabeledTexts(texts=texts, labels=labels, label_names=names, name=NAME, split=split)
 
 
@@ -99,7 +99,7 @@ def _read_csv(path: Path, names: tuple[str, ...]) -> tuple[tuple[str, ...], tupl
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or not set(_COLUMNS) <= set(header):
-            raise _malformed(
+            raise malformed(
                 path,
                 "line 1",
                 f"expected a CSV header with columns 'text' and 'category', got {header!r}",
@@ -109,13 +109,13 @@ def _read_csv(path: Path, names: tuple[str, ...]) -> tuple[tuple[str, ...], tupl
             if not row:
                 continue
             if len(row) != len(header):
-                raise _malformed(
+                raise malformed(
                     path,
                     f"line {reader.line_num}",
                     f"expected {len(header)} fields ({', '.join(header)}), got {len(row)}: {row!r}",
                 )
             if row[label_at] not in known:
-                raise _malformed(
+                raise malformed(
                     path,
                     f"line {reader.line_num}",
                     f"category {row[label_at]!r} is not one of the {len(names)} in categories.json",
@@ -123,11 +123,11 @@ def _read_csv(path: Path, names: tuple[str, ...]) -> tuple[tuple[str, ...], tupl
             texts.append(row[text_at])
             labels.append(row[label_at])
     if not texts:
-        raise _malformed(path, "line 2", "the file has a header but no rows")
+        raise malformed(path, "line 2", "the file has a header but no rows")
     return tuple(texts), tuple(labels)
 
 
 def _from_hub(split: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    dataset = _load_hub(NAME, HUB_ID, None, split)
-    names = _hub_names(dataset, "label")
+    dataset = load_hub(NAME, HUB_ID, None, split)
+    names = hub_names(dataset, "label")
     return tuple(dataset["text"]), tuple(names[i] for i in dataset["label"]), tuple(names)

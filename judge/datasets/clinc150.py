@@ -23,13 +23,13 @@ from pathlib import Path
 
 from ._common import (
     LabeledTexts,
-    _check_split,
-    _dataset_folder,
-    _hub_names,
-    _load_hub,
-    _malformed,
-    _read_json,
-    _require_file,
+    check_split,
+    dataset_folder,
+    hub_names,
+    load_hub,
+    malformed,
+    read_json,
+    require_file,
 )
 
 __all__ = ["load"]
@@ -83,20 +83,20 @@ def load(
     (('timer', 'oos'), ('timer', 'alarm', 'oos'))
     >>> tmp.cleanup()
     """
-    split = _check_split(NAME, split, SPLITS)
+    split = check_split(NAME, split, SPLITS)
     if not isinstance(include_oos, bool):
         raise ValueError(
             f"include_oos must be True or False, got {include_oos!r}; pass include_oos=True to add the out-of-scope rows."
         )
-    folder = _dataset_folder(NAME, data_dir)
+    folder = dataset_folder(NAME, data_dir)
     if folder is None:
         texts, labels, names = _from_hub(split, include_oos)
     else:
-        names = _read_domains(_require_file(folder, "domains.json"))
-        path = _require_file(folder, "data_full.json")
-        data = _read_json(path)
+        names = _read_domains(require_file(folder, "domains.json"))
+        path = require_file(folder, "data_full.json")
+        data = read_json(path)
         if not isinstance(data, dict):
-            raise _malformed(
+            raise malformed(
                 path, "top level", f"expected a JSON object of splits, got {type(data).__name__}"
             )
         key = _KEYS[split]
@@ -109,16 +109,16 @@ def load(
 
 
 def _read_domains(path: Path) -> tuple[str, ...]:
-    domains = _read_json(path)
+    domains = read_json(path)
     if not isinstance(domains, dict) or not all(
         isinstance(v, list) and all(isinstance(x, str) for x in v) for v in domains.values()
     ):
-        raise _malformed(
+        raise malformed(
             path, "top level", "expected a JSON object mapping each domain to a list of intents"
         )
     names = tuple(intent for intents in domains.values() for intent in intents)
     if not names or len(set(names)) != len(names) or OOS in names:
-        raise _malformed(
+        raise malformed(
             path,
             "top level",
             f"expected distinct in-scope intents, got {len(names)} entries, {len(set(names))} distinct",
@@ -128,10 +128,10 @@ def _read_domains(path: Path) -> tuple[str, ...]:
 
 def _rows(path: Path, data: dict, key: str, allowed: set[str]) -> list[tuple[str, str]]:
     if key not in data:
-        raise _malformed(path, "top level", f"no {key!r} key (found {sorted(data)})")
+        raise malformed(path, "top level", f"no {key!r} key (found {sorted(data)})")
     rows = data[key]
     if not isinstance(rows, list):
-        raise _malformed(
+        raise malformed(
             path,
             f"key {key!r}",
             f"expected a list of [text, label] pairs, got {type(rows).__name__}",
@@ -139,14 +139,14 @@ def _rows(path: Path, data: dict, key: str, allowed: set[str]) -> list[tuple[str
     out = []
     for i, row in enumerate(rows):
         if not (isinstance(row, list) and len(row) == 2 and all(isinstance(x, str) for x in row)):
-            raise _malformed(
+            raise malformed(
                 path,
                 f"entry {key!r}[{i}]",
                 f"expected a [text, label] pair of strings, got {row!r}",
             )
         if row[1] not in allowed:
             expected = "one of the intents in domains.json" if OOS not in allowed else "'oos'"
-            raise _malformed(path, f"entry {key!r}[{i}]", f"label {row[1]!r} is not {expected}")
+            raise malformed(path, f"entry {key!r}[{i}]", f"label {row[1]!r} is not {expected}")
         out.append((row[0], row[1]))
     return out
 
@@ -154,12 +154,12 @@ def _rows(path: Path, data: dict, key: str, allowed: set[str]) -> list[tuple[str
 def _from_hub(
     split: str, include_oos: bool
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    dataset = _load_hub(NAME, HUB_ID, HUB_CONFIG, split)
-    hub_names = _hub_names(dataset, "intent")
-    names = tuple(n for n in hub_names if n != OOS) + ((OOS,) if include_oos else ())
+    dataset = load_hub(NAME, HUB_ID, HUB_CONFIG, split)
+    intents = hub_names(dataset, "intent")
+    names = tuple(n for n in intents if n != OOS) + ((OOS,) if include_oos else ())
     rows = [
-        (text, hub_names[i])
+        (text, intents[i])
         for text, i in zip(dataset["text"], dataset["intent"], strict=True)
-        if include_oos or hub_names[i] != OOS
+        if include_oos or intents[i] != OOS
     ]
     return tuple(t for t, _ in rows), tuple(lab for _, lab in rows), names

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from ._common import (
     LabeledTexts,
-    _check_split,
-    _dataset_folder,
-    _load_hub,
-    _malformed,
-    _require_file,
+    check_split,
+    dataset_folder,
+    load_hub,
+    malformed,
+    require_file,
 )
 
 __all__ = ["load", "INTENTS"]
@@ -80,13 +80,13 @@ def load(split: str = "test", data_dir: str | os.PathLike[str] | None = None) ->
     (('wake me up at five am',), ('alarm_set',), 60)
     >>> tmp.cleanup()
     """
-    split = _check_split(NAME, split, SPLITS)
-    folder = _dataset_folder(NAME, data_dir)
+    split = check_split(NAME, split, SPLITS)
+    folder = dataset_folder(NAME, data_dir)
     if folder is None:
-        dataset = _load_hub(NAME, HUB_ID, None, split)
+        dataset = load_hub(NAME, HUB_ID, None, split)
         texts, labels = tuple(dataset["text"]), tuple(dataset["label_text"])
     else:
-        texts, labels = _read_jsonl(_require_file(folder, f"{split}.jsonl"))
+        texts, labels = _read_jsonl(require_file(folder, f"{split}.jsonl"))
     return LabeledTexts(texts=texts, labels=labels, label_names=INTENTS, name=NAME, split=split)
 
 
@@ -102,7 +102,7 @@ def _read_jsonl(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise _malformed(
+                raise malformed(
                     path, where, f"not valid JSON ({exc.msg}): {line.strip()[:80]!r}"
                 ) from exc
             if not (
@@ -110,18 +110,18 @@ def _read_jsonl(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
                 and isinstance(row.get("text"), str)
                 and isinstance(row.get("label_text"), str)
             ):
-                raise _malformed(
+                raise malformed(
                     path,
                     where,
                     f"expected an object with string 'text' and 'label_text', got {line.strip()[:80]!r}",
                 )
             intent = row["label_text"]
             if intent not in ids:
-                raise _malformed(
+                raise malformed(
                     path, where, f"label_text {intent!r} is not one of the 60 MASSIVE intents"
                 )
             if "label" in row and row["label"] != ids[intent]:
-                raise _malformed(
+                raise malformed(
                     path,
                     where,
                     f"label id {row['label']!r} does not match label_text {intent!r} (official id {ids[intent]})",
@@ -129,5 +129,5 @@ def _read_jsonl(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
             texts.append(row["text"])
             labels.append(intent)
     if not texts:
-        raise _malformed(path, "line 1", "the file has no rows")
+        raise malformed(path, "line 1", "the file has no rows")
     return tuple(texts), tuple(labels)

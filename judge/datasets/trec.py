@@ -27,14 +27,14 @@ from pathlib import Path
 
 from ._common import (
     LabeledTexts,
-    _carve_validation,
-    _check_split,
-    _dataset_folder,
-    _hub_names,
-    _load_hub,
-    _malformed,
-    _require_file,
-    _take,
+    carve_validation,
+    check_split,
+    dataset_folder,
+    hub_names,
+    load_hub,
+    malformed,
+    require_file,
+    take,
 )
 
 __all__ = ["load", "COARSE_LABELS", "FINE_LABELS", "display_names"]
@@ -104,21 +104,21 @@ def load(
     ('NUM:date', 'HUM:ind')
     >>> tmp.cleanup()
     """
-    split = _check_split(NAME, split, SPLITS)
+    split = check_split(NAME, split, SPLITS)
     if granularity not in GRANULARITIES:
         raise ValueError(
             f"Unknown granularity {granularity!r} for trec; expected 'coarse' (6 labels such as 'NUM') or 'fine' (50 labels such as 'NUM:date')."
         )
     file_split = "test" if split == "test" else "train"
-    folder = _dataset_folder(NAME, data_dir)
+    folder = dataset_folder(NAME, data_dir)
     if folder is None:
         texts, fine = _from_hub(file_split)
     else:
-        texts, fine = _read_label_file(_require_file(folder, _FILES[file_split]))
+        texts, fine = _read_label_file(require_file(folder, _FILES[file_split]))
     if split != "test":
-        train, validation = _carve_validation(fine)
+        train, validation = carve_validation(fine)
         keep = validation if split == "validation" else train
-        texts, fine = _take(texts, keep), _take(fine, keep)
+        texts, fine = take(texts, keep), take(fine, keep)
     if granularity == "fine":
         labels, names = fine, FINE_LABELS
     else:
@@ -138,13 +138,13 @@ def _read_label_file(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
                 continue
             match = _LINE.fullmatch(line)
             if match is None:
-                raise _malformed(
+                raise malformed(
                     path,
                     f"line {number}",
                     f"expected 'COARSE:fine question text' (e.g. 'NUM:date When was Ozzy Osbourne born ?'), got {line[:80]!r}",
                 )
             if match[1] not in known:
-                raise _malformed(
+                raise malformed(
                     path,
                     f"line {number}",
                     f"label {match[1]!r} is not one of the 50 TREC fine labels (ABBR:abb ... NUM:weight)",
@@ -152,13 +152,13 @@ def _read_label_file(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
             labels.append(match[1])
             texts.append(match[2])
     if not texts:
-        raise _malformed(path, "line 1", "the file has no labelled questions")
+        raise malformed(path, "line 1", "the file has no labelled questions")
     return tuple(texts), tuple(labels)
 
 
 def _from_hub(split: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    dataset = _load_hub(NAME, HUB_ID, None, split)
-    coarse, fine = _hub_names(dataset, "coarse_label"), _hub_names(dataset, "fine_label")
+    dataset = load_hub(NAME, HUB_ID, None, split)
+    coarse, fine = hub_names(dataset, "coarse_label"), hub_names(dataset, "fine_label")
     labels = tuple(
         f if ":" in f else f"{c}:{f}"  # older hub versions name fine labels without the prefix
         for c, f in (

@@ -1,7 +1,8 @@
-"""The scoring engine: exact log-probabilities of every option of every query, in one pass.
+"""The transformers scorer: exact log-probabilities of every option of every query, in one pass.
 
-A :class:`Query` is a prompt (text pieces, some of them user text) and the
-options that may follow it. :meth:`Engine.score` scores a list of queries:
+:class:`Engine` answers the :class:`~judge.engine.protocol.Scorer` protocol. A
+:class:`~judge.engine.protocol.Query` is a prompt (text pieces, some of them user
+text) and the options that may follow it. :meth:`Engine.score` scores a list of queries:
 
 * Every prompt is tokenized **whole** (``judge.prompts.encode_pieces``), so its
   tokens equal tokenizing the rendered prompt in one call; user pieces never
@@ -9,7 +10,7 @@ options that may follow it. :meth:`Engine.score` scores a list of queries:
 * The longest token prefix shared with the engine's cached **root** (the
   instructions) is taken from a key/value cache computed once; prompts that
   share more tokens (one state, many questions) share nodes of one
-  :class:`~judge.forest.Forest` row; each answer slot carries the token trie of
+  :class:`~judge.engine.forest.Forest` row; each answer slot carries the token trie of
   its options. One forward pass over all rows scores every option exactly:
   every token attends to the root columns it shares and its own ancestors,
   positions follow depth, and per layer type the sliding window is applied on
@@ -23,24 +24,29 @@ options that may follow it. :meth:`Engine.score` scores a list of queries:
   ordinary causal sequence, then all its options continued from that cache as
   one batch. Exact as well, slower. ``Engine.path_`` and a warning say which.
 
+Masks come from :mod:`judge.engine.masks`; bounded scoring (:meth:`Engine.score_bounded`)
+runs :mod:`judge.engine.bounded` on this engine's model and root cache.
+
 What it deliberately does not do: render prompts from questions (callers do:
 :class:`judge.Classifier`, :mod:`judge.decisions`), calibrate, or decode.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
 from judge._errors import LabelError
-from judge.forest import Forest, row_mask
+from judge._math import cache_keyword, lse64
+from judge.engine.fallback import score_fallback
+from judge.engine.forest import Forest, Slot
+from judge.engine.masks import mask_plan, native_gqa, tree_masks
+from judge.engine.protocol import Item
 
-__all__ = ["Query", "Engine", "EngineCheckWarning", "native_gqa"]
+__all__ = ["Engine", "EngineCheckWarning"]
 
 _ATOL = {"float32": 2e-3, "float64": 1e-6}
 _HALF_ATOL = 0.15
@@ -56,85 +62,6 @@ class EngineCheckWarning(UserWarning):
     >>> issubclass(EngineCheckWarning, UserWarning)
     True
     """
-
-
-@dataclass(frozen=True)
-class Query:
-    """A prompt and the options that may follow it.
-
-    Parameters
-    ----------
-    pieces : tuple of (str, bool)
-        The prompt text in order, up to where the answer starts; the flag is
-        True for user text, which never becomes special tokens.
-    options : tuple of str
-        The options exactly as the model would write them after the prompt.
-
-    Examples
-    --------
-    >>> q = Query((("Is the sky green? Answer:", False),), (" yes", " no"))
-    >>> len(q.options)
-    2
-    """
-
-    pieces: tuple
-    options: tuple
-
-    def __post_init__(self):
-        object.__setattr__(self, "pieces", tuple((str(t), bool(u)) for t, u in self.pieces))
-        object.__setattr__(self, "options", tuple(self.options))
-        if not self.options:
-            raise ValueError("A Query needs at least one option; got none.")
-
-
-@dataclass
-class _Item:
-    """Token-level work for one query: prompt ids and option token sequences."""
-
-    ids: list
-    options: list  # list of list of int
-    first_only: bool = False
-    group: int = 0
-
-
-def _mask_plan(model):
-    """How to express the tree mask for this model: ``(kind, windows)`` or ``(None, reason)``.
-
-    kind "single": one 4D mask for every layer, window ``windows[None]``;
-    kind "dict": one mask per layer type ``{type: window}``.
-    """
-    import inspect
-
-    cfg = getattr(model, "config", None)
-    cfg = getattr(cfg, "text_config", None) or cfg
-    if cfg is None:
-        return None, "the model has no config"
-    if getattr(cfg, "alibi", False) or getattr(cfg, "model_type", "") in ("bloom", "mpt", "jais"):
-        return None, "ALiBi attention biases are computed from the 2D padding mask, not from a tree mask"
-    if getattr(cfg, "attention_layers", None) or getattr(cfg, "attention_types", None):
-        return None, "its local attention layers build their own masks"
-    types = getattr(cfg, "layer_types", None)
-    window = getattr(cfg, "sliding_window", None)
-    if types is None:
-        use = getattr(cfg, "use_sliding_window", True)
-        return "single", {None: int(window) if (window and use) else None}
-    windows = {}
-    for t in set(types):
-        if t == "full_attention":
-            windows[t] = None
-        elif t == "sliding_attention":
-            windows[t] = int(window) if window else None
-        else:
-            return None, f"layer type {t!r} has no tree-mask equivalent"
-    if len(set(windows.values())) == 1:
-        return "single", {None: next(iter(windows.values()))}
-    try:
-        src = inspect.getsource(inspect.getmodule(type(model)))
-    except (OSError, TypeError):
-        src = ""
-    if "isinstance(causal_mask_mapping := attention_mask, dict)" not in src:
-        return None, "its layers differ in window but it does not accept a mask per layer type"
-    return "dict", windows
 
 
 def _logits_of(out):
@@ -166,14 +93,22 @@ class Engine:
     ----------
     model_, tokenizer_, vocab_ : after first use
     path_ : {"tree", "fallback"}
+    mask_plan_ : tuple
+        ``(kind, windows)`` from :func:`judge.engine.masks.mask_plan`.
+    dtype_ : torch.dtype
+        The model's parameter dtype.
     check_ : dict
         The self-check's result (max difference, probe sizes, reason).
 
     Examples
     --------
-    >>> eng = Engine(model, tok)                                             # doctest: +SKIP
-    >>> [s.shape for s in eng.score([Query((("Sky colour:", False),), (" blue", " green"))])]  # doctest: +SKIP
+    >>> from judge.engine import Query
+    >>> from judge.testing import tiny_pair
+    >>> eng = Engine(*tiny_pair())
+    >>> [s.shape for s in eng.score([Query((("Sky colour:", False),), (" blue", " green"))])]
     [(2,)]
+    >>> eng.path_
+    'tree'
     """
 
     def __init__(self, model=None, tokenizer=None, *, device=None, end_token="auto", check=True,
@@ -221,9 +156,9 @@ class Engine:
                     ends.append(int(e))
             self.vocab_ = Vocabulary.from_tokenizer(tok, end_token_ids=ends)
             self.end_id_ = int(self.vocab_.end_token_ids[0])
-            self._dtype = next(model.parameters()).dtype
-            kind, plan = _mask_plan(model)
-            self._plan = (kind, plan)
+            self.dtype_ = next(model.parameters()).dtype
+            kind, plan = mask_plan(model)
+            self.mask_plan_ = (kind, plan)
             self.check_ = {"plan": kind, "reason": None if kind else plan}
             if self.path == "fallback":
                 self.path_ = "fallback"
@@ -240,7 +175,7 @@ class Engine:
             else:
                 self.path_ = "tree"
                 if self.check and self.path == "auto":
-                    key = (str(self._dtype), str(model.device))
+                    key = (str(self.dtype_), str(model.device))
                     done = _CHECKED.get(model, {}).get(key)
                     if done is None:
                         self._self_check()
@@ -250,13 +185,9 @@ class Engine:
             self._ready = True
         return self
 
-    def _windows(self):
-        kind, plan = self._plan
-        return kind, plan
-
     def _self_check(self):
         """Tree pass vs ordinary causal passes on a probe longer than the sliding window."""
-        windows = [w for w in self._plan[1].values() if w]
+        windows = [w for w in self.mask_plan_[1].values() if w]
         w = min(windows) if windows else None
         n_root = (w + 8) if (w and w <= 2048) else 24
         rng = np.random.default_rng(0)
@@ -267,9 +198,9 @@ class Engine:
         opts = [toks[n_root:n_root + 1], toks[n_root:n_root + 3], toks[n_root + 3:n_root + 5],
                 toks[n_root + 5:n_root + 6]]
         # items 0 and 2 share one row (and the whole root); item 1 sees only half of the root
-        items = [_Item(root + toks[n_root + 6:n_root + 11], opts, group=0),
-                 _Item(root[: n_root // 2] + toks[n_root + 11:n_root + 20], opts, group=1),
-                 _Item(root + toks[n_root + 20:n_root + 22], opts, group=0)]
+        items = [Item(root + toks[n_root + 6:n_root + 11], opts, group=0),
+                 Item(root[: n_root // 2] + toks[n_root + 11:n_root + 20], opts, group=1),
+                 Item(root + toks[n_root + 20:n_root + 22], opts, group=0)]
         try:
             rid = self._root(tuple(root))
             tree = self._score_tree(items, rid)
@@ -283,7 +214,7 @@ class Engine:
             return
         ref = self._score_fallback(items)
         diff = max(float(np.max(np.abs(a - b))) for a, b in zip(tree, ref))
-        tol = _ATOL.get(str(self._dtype).replace("torch.", ""), _HALF_ATOL)
+        tol = _ATOL.get(str(self.dtype_).replace("torch.", ""), _HALF_ATOL)
         self.check_.update(max_abs_diff=diff, tolerance=tol, probe_root=n_root, window=w)
         if not diff <= tol:
             self.path_ = "fallback"
@@ -308,7 +239,8 @@ class Engine:
 
         Examples
         --------
-        >>> Engine(model, tok).encode([("Hello ", False), ("world", True)])     # doctest: +SKIP
+        >>> from judge.testing import tiny_pair
+        >>> Engine(*tiny_pair()).encode([("Hello ", False), ("world", True)])
         [19556, 905]
         """
         from judge.prompts import encode_pieces
@@ -383,7 +315,7 @@ class Engine:
             cache = DynamicCache()  # full layers: a sliding-window cache would drop keys the tree needs
             x = torch.tensor([list(ids)], dtype=torch.long, device=self.model_.device)
             with torch.inference_mode():
-                self.model_(input_ids=x, use_cache=True, logits_to_keep=1, **{_cache_kw(self.model_): cache})
+                self.model_(input_ids=x, use_cache=True, logits_to_keep=1, **{cache_keyword(self.model_): cache})
             kv = [(layer.keys, layer.values) for layer in cache.layers]
         if len(self._roots) > 8:
             self._roots.clear()
@@ -421,8 +353,10 @@ class Engine:
 
         Examples
         --------
+        >>> from judge.engine import Query
+        >>> from judge.testing import tiny_pair
         >>> q = Query((("The capital of France is", False),), (" Paris", " Rome"))
-        >>> Engine(model, tok).score([q])[0].shape                           # doctest: +SKIP
+        >>> Engine(*tiny_pair()).score([q])[0].shape
         (2,)
         """
         self.setup()
@@ -434,7 +368,7 @@ class Engine:
             ctx = "".join(t for t, _ in q.pieces)[-64:]
             # queries about the same state (their first user piece) share one row: the state is fed once
             g = groups.setdefault(next((t for t, u in q.pieces if u), None), len(groups))
-            items.append(_Item(x, self.option_ids(ctx, q.options), first_only=first_token, group=g))
+            items.append(Item(x, self.option_ids(ctx, q.options), first_only=first_token, group=g))
         if root is None:
             root = _common_prefix(ids) if len(ids) > 1 else []
             if len(root) < 16:
@@ -459,7 +393,7 @@ class Engine:
             out = [None] * len(items)
             order = _group_order(items)
             if pack > 1:  # consecutive groups (similar lengths) become one row
-                items = [_Item(it.ids, it.options, it.first_only, g // pack)
+                items = [Item(it.ids, it.options, it.first_only, g // pack)
                          for g, grp in enumerate(order) for it in [items[i] for i in grp]]
                 flat = [i for grp in order for i in grp]
                 back = {j: i for j, i in enumerate(flat)}
@@ -482,6 +416,59 @@ class Engine:
                     out[back[i] if back is not None else i] = r
             self.last_usage_ = {"input_tokens": int(tokens)}
             return out
+
+    def score_bounded(self, items, trie, *, root=(), bias=None, temperature=None, mode="argmax", eps=0.0,
+                      batch_size=8, per_round=None):
+        """Score items that share one option trie, expanding only what a prefix bound requires.
+
+        ``mode="argmax"``: exactly the argmax of full scoring after ``bias`` and
+        ``temperature``; ``mode="tolerance"``: a distribution within total variation
+        ``eps`` (see :mod:`judge.engine.bounded`). Tree path only.
+
+        Parameters
+        ----------
+        items : list of Item, length n
+        trie : judge.engine.OptionTrie
+            Of the items' (shared, prefix-free) option sequences.
+        root : sequence of int
+        bias : ndarray of shape (K,), optional
+        temperature : float, optional
+        mode : {"argmax", "tolerance"}
+        eps : float
+        batch_size : int
+        per_round : int, optional
+
+        Returns
+        -------
+        scores : ndarray of float64, shape (n, K)
+            Exact log P(option) where expanded, NaN where not.
+        fed : int
+            Tokens fed in all (also in ``last_usage_``).
+
+        Examples
+        --------
+        >>> from judge.engine import Engine, Item, OptionTrie
+        >>> from judge.testing import tiny_pair
+        >>> eng = Engine(*tiny_pair())
+        >>> seqs = eng.option_ids("Label:", [" yes", " no", " maybe"])
+        >>> items = [Item(eng.encode([("Is it? Label:", False)]), seqs)]
+        >>> scores, fed = eng.score_bounded(items, OptionTrie(seqs))
+        >>> scores.shape, int((~np.isnan(scores)).sum()) >= 1
+        ((1, 3), True)
+        """
+        from judge.engine.bounded import score_bounded
+
+        self.setup()
+        if self.path_ != "tree":
+            raise ValueError(f"score_bounded needs the tree path; this engine runs the {self.path_!r} path "
+                             f"({self.check_.get('reason')}); score fully with score_items().")
+        with self._lock:
+            rid = self._root(tuple(int(t) for t in root))
+            scores, fed = score_bounded(self.model_, self.mask_plan_, self.dtype_, rid, items, trie, bias=bias,
+                                        temperature=temperature, mode=mode, eps=eps, batch_size=batch_size,
+                                        per_round=per_round)
+        self.last_usage_ = {"input_tokens": int(fed)}
+        return scores, fed
 
     # -------------------------------------------------------------- tree pass
     def _rows(self, items, root_ids):
@@ -508,36 +495,8 @@ class Engine:
                     f.fed[f.parent[node]] = True
                     path.append(node)
                 paths.append(path)
-            from judge.forest import Slot
-
             f.slots.append(Slot(qi, end, paths))
         return list(rows.values())
-
-    def _masks(self, rows, fed, R, dev):
-        """Additive masks per layer type for a batch of rows: dict or a tensor (B, 1, N, R + N)."""
-        import torch
-
-        kind, plan = self._plan
-        N = max(len(f) for f in fed)
-        neg = torch.finfo(self._dtype).min
-        out = {}
-        for name, window in plan.items():
-            m = np.zeros((len(rows), N, R + N), bool)
-            for b, (row, nodes) in enumerate(zip(rows, fed)):
-                n = len(nodes)
-                pos = np.asarray(row.position, np.int64)[nodes]
-                par = _remap_parents(row, nodes)
-                rl = np.asarray(row.root_len, np.int64)[nodes]
-                m[b, :n, : R + n] = row_mask(pos, par, rl, R, window)[:, : R + n]
-                if n < N:  # padding tokens see themselves only
-                    m[b, np.arange(n, N), R + np.arange(n, N)] = True
-                    m[b, :n, R + n:] = False
-            t = torch.zeros(m.shape, dtype=self._dtype)
-            t.masked_fill_(torch.from_numpy(~m), neg)
-            out[name] = t[:, None].to(dev)
-        if kind == "single":
-            return out[None]
-        return out
 
     def _score_tree(self, items, rid) -> list[np.ndarray]:
         import torch
@@ -564,19 +523,20 @@ class Engine:
             cols = [index[b][n] for n in r]
             keep[b, : len(cols)] = torch.as_tensor(cols)
             keep[b, len(cols):] = cols[-1]
-        mask = self._masks(rows, fed, R, dev)
+        kind, plan = self.mask_plan_
+        mask = tree_masks(rows, fed, R, plan, kind, self.dtype_, dev)
         cache = DynamicCache()
         if kv is not None:
             for i, (k, v) in enumerate(kv):
                 cache.update(k.expand(B, *k.shape[1:]), v.expand(B, *v.shape[1:]), i)
         with torch.inference_mode(), native_gqa(dev):
             out = self.model_(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos.to(dev),
-                              use_cache=True, logits_to_keep=keep.to(dev), **{_cache_kw(self.model_): cache})
+                              use_cache=True, logits_to_keep=keep.to(dev), **{cache_keyword(self.model_): cache})
             logits = _logits_of(out).reshape(B, P, -1)
             results = [None] * len(items)
             for b, row in enumerate(rows):
                 r = reads[b]
-                lse = _lse64(logits[b, : len(r)])
+                lse = lse64(logits[b, : len(r)])
                 at = {n: j for j, n in enumerate(r)}
                 for slot in row.slots:
                     parents = [at[int(row.parent[n])] for p in slot.option_paths for n in p]
@@ -588,125 +548,13 @@ class Engine:
         self._last_fed = int(sum(len(f) for f in fed))
         return results
 
-    def _continue(self, it, cache, longer, kw, dev) -> np.ndarray:
-        """Options' later tokens continued from the prompt's cache: batched, or one at a time for
-        caches that cannot be repeated along the batch (recurrent / linear-attention states)."""
-        add = np.zeros(len(it.options))
-        try:
-            vals = _continuation(self.model_, it, cache, longer, kw, dev)
-        except (AttributeError, NotImplementedError, TypeError):
-            vals = [_continuation(self.model_, it, cache, [k], kw, dev)[0] for k in longer]
-        add[longer] = vals
-        return add
-
     # ---------------------------------------------------------- fallback pass
     def _score_fallback(self, items) -> list[np.ndarray]:
         """Each prompt as an ordinary causal sequence, its options batched on a copy of its cache."""
-        import torch
-
-        dev = self.model_.device
-        kw = _cache_kw(self.model_)
-        out = []
-        fed = 0
-        with torch.inference_mode():
-            for it in items:
-                x = torch.tensor([it.ids], dtype=torch.long, device=dev)
-                res = self.model_(input_ids=x, use_cache=True, logits_to_keep=1)
-                cache = getattr(res, "cache", None) or getattr(res, "past_key_values", None)
-                first = _logits_of(res)[0, -1]
-                lse0 = _lse64(first[None])[0]
-                fed += len(it.ids)
-                scores = np.zeros(len(it.options))
-                longer = [k for k, s in enumerate(it.options) if len(s) > 1 and not it.first_only]
-                for k, s in enumerate(it.options):
-                    scores[k] = float(first[s[0]].double() - lse0)
-                if longer:
-                    scores += self._continue(it, cache, longer, kw, dev)
-                    fed += sum(len(it.options[k]) - 1 for k in longer)
-                out.append(scores)
+        out, fed = score_fallback(self.model_, items)
         self._last_fed = fed
         self.last_usage_ = {"input_tokens": int(fed)}
         return out
-
-
-def _continuation(model, it, cache, rows, kw, dev):
-    """Log-probs of tokens 2.. of options ``rows`` continued from ``cache`` as one right-padded batch."""
-    import copy
-
-    import torch
-
-    L = max(len(it.options[k]) - 1 for k in rows)
-    n = len(rows)
-    inp = torch.zeros((n, L), dtype=torch.long)
-    att = torch.zeros((n, len(it.ids) + L), dtype=torch.long)
-    att[:, : len(it.ids)] = 1
-    for r, k in enumerate(rows):
-        s = it.options[k][:-1]
-        inp[r, : len(s)] = torch.as_tensor(s)
-        att[r, len(it.ids): len(it.ids) + len(s)] = 1
-    c = copy.deepcopy(cache)
-    if n > 1:
-        c.batch_repeat_interleave(n)
-    lg = model(input_ids=inp.to(dev), attention_mask=att.to(dev), use_cache=True, **{kw: c}).logits
-    out = []
-    for r, k in enumerate(rows):
-        s = it.options[k]
-        x = lg[r, : len(s) - 1]
-        out.append(float((x[torch.arange(len(s) - 1), torch.as_tensor(s[1:])].double() - _lse64(x)).sum()))
-    return out
-
-
-class native_gqa:
-    """On CPU, let transformers' sdpa path use torch's native grouped-query attention with a mask.
-
-    transformers repeats the key/value heads (``repeat_kv``, a copy of the whole cache per layer)
-    whenever a mask is given, because CUDA kernels then fall back to the math kernel anyway. On
-    CPU the math kernel is what runs in both cases, and native GQA gives bit-identical scores
-    (checked on SmolLM2) at about half the time of a tree pass. Scoped to our forward calls
-    (under the engine's lock); a user's own setting of the variable is left alone.
-
-    Examples
-    --------
-    >>> import os
-    >>> with native_gqa("cpu"):
-    ...     on = os.environ.get("TRANSFORMERS_SDPA_FORCE_GQA")
-    >>> on == "1" or "TRANSFORMERS_SDPA_FORCE_GQA" in os.environ
-    True
-    """
-
-    def __init__(self, device):
-        self.on = getattr(device, "type", str(device)) == "cpu" and "TRANSFORMERS_SDPA_FORCE_GQA" not in os.environ
-
-    def __enter__(self):
-        if self.on:
-            os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] = "1"
-
-    def __exit__(self, *exc):
-        if self.on:
-            os.environ.pop("TRANSFORMERS_SDPA_FORCE_GQA", None)
-
-
-def _cache_kw(model) -> str:
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-def _lse64(logits):
-    """float64 logsumexp over the last axis, in row chunks (bounded memory): (M, V) -> (M,)."""
-    import torch
-
-    out = torch.empty(logits.shape[0], dtype=torch.float64, device=logits.device)
-    step = max(1, (1 << 24) // max(1, logits.shape[-1]))
-    for i in range(0, logits.shape[0], step):
-        out[i:i + step] = torch.logsumexp(logits[i:i + step].double(), dim=-1)
-    return out
-
-
-def _remap_parents(row: Forest, nodes: np.ndarray) -> np.ndarray:
-    index = {int(n): j for j, n in enumerate(nodes)}
-    return np.asarray([index.get(int(row.parent[n]), -1) for n in nodes], np.int64)
 
 
 def _common_prefix(seqs) -> list[int]:

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Calibration", "softmax", "BIASES", "AUTO_BIAS", "check_calibrate_args", "resolve_bias", "prior_bias"]
+from judge._math import softmax
+
+__all__ = ["Calibration", "BIASES", "AUTO_BIAS", "check_calibrate_args", "resolve_bias", "prior_bias"]
 
 #: The ``bias`` values ``Classifier.calibrate`` accepts.
 BIASES = ("auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", None, "none")
@@ -89,26 +91,11 @@ def prior_bias(prior, scores, content_free_scores=None):
     >>> np.exp(prior_bias("batch", np.log([[0.9, 0.1], [0.5, 0.5]]))).round(2).tolist()
     [0.7, 0.3]
     """
-    from judge.calibration import batch_bias, contextual_bias
+    from judge.calibration.bias import batch_bias, contextual_bias
 
     if prior == "contextual":
         return contextual_bias(content_free_scores)
     return batch_bias(scores) if prior == "batch" else None
-
-
-def softmax(scores) -> np.ndarray:
-    """Row-wise softmax in float64, ``-inf`` safe: (n, K) -> (n, K).
-
-    Examples
-    --------
-    >>> softmax(np.array([[0.0, -np.inf]])).tolist()
-    [[1.0, 0.0]]
-    """
-    s = np.asarray(scores, np.float64)
-    m = np.max(s, axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(s - m)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,12 +183,9 @@ class Calibration:
         ``fit_bias`` (an L2 strength): also fit a residual bias on top of it,
         jointly with the temperature (:func:`judge.calibration.fit_bias_temperature`).
         """
-        from judge.calibration import (
-            TemperatureScaler,
-            expected_calibration_error,
-            negative_log_likelihood,
-            select_threshold,
-        )
+        from judge.calibration.abstention import select_threshold
+        from judge.calibration.metrics import expected_calibration_error, negative_log_likelihood
+        from judge.calibration.temperature import TemperatureScaler
 
         if fit_bias is not None and not temperature:
             raise ValueError("A fitted bias ('+fit') is fitted jointly with the temperature; pass temperature=True.")
@@ -213,7 +197,7 @@ class Calibration:
             bias = np.where(finite, b, b[finite].mean() if finite.any() else 0.0)
         shifted = scores - (bias[None, :] if bias is not None else 0.0)
         if fit_bias is not None:
-            from judge.calibration import fit_bias_temperature
+            from judge.calibration.bias import fit_bias_temperature
 
             residual, T = fit_bias_temperature(shifted, y, l2=float(fit_bias))
             bias = residual if bias is None else bias + residual

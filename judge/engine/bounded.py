@@ -32,70 +32,29 @@ import math
 
 import numpy as np
 
-__all__ = ["OptionTrie", "score_bounded"]
+from judge._math import cache_keyword, lse64
+from judge.engine.masks import additive, native_gqa
+from judge.engine.options import OptionTrie
+
+__all__ = ["score_bounded"]
 
 
-class OptionTrie:
-    """The option token sequences as a trie: node 0 is the answer slot.
-
-    Attributes
-    ----------
-    parent, token, depth : ndarray of int64, shape (n_nodes,)
-    children : list of list of int
-    end_node : ndarray of int64, shape (K,)
-        The node of each option's last token.
-    labels_under : list of ndarray
-        Per node, the options whose path passes through it.
-    prefix_free : bool
-
-    Examples
-    --------
-    >>> t = OptionTrie([[5, 6], [5, 7], [8]])
-    >>> t.parent.tolist(), t.end_node.tolist(), t.prefix_free
-    ([-1, 0, 1, 1, 0], [2, 3, 4], True)
-    """
-
-    def __init__(self, seqs):
-        parent, token, depth = [-1], [-1], [0]
-        kids: list[dict] = [{}]
-        ends = []
-        for s in seqs:
-            n = 0
-            for t in s:
-                nxt = kids[n].get(int(t))
-                if nxt is None:
-                    nxt = len(parent)
-                    kids[n][int(t)] = nxt
-                    parent.append(n)
-                    token.append(int(t))
-                    depth.append(depth[n] + 1)
-                    kids.append({})
-                n = nxt
-            ends.append(n)
-        self.parent = np.asarray(parent, np.int64)
-        self.token = np.asarray(token, np.int64)
-        self.depth = np.asarray(depth, np.int64)
-        self.children = [list(k.values()) for k in kids]
-        self.end_node = np.asarray(ends, np.int64)
-        under: list[list[int]] = [[] for _ in parent]
-        for k, e in enumerate(ends):
-            n = e
-            while n >= 0:
-                under[n].append(k)
-                n = int(self.parent[n])
-        self.labels_under = [np.asarray(u, np.int64) for u in under]
-        self.prefix_free = all(not self.children[e] for e in ends) and len(set(ends)) == len(ends)
-
-
-def score_bounded(engine, items, trie: OptionTrie, *, root=(), bias=None, temperature=None,
+def score_bounded(model, plan, dtype, root, items, trie: OptionTrie, *, bias=None, temperature=None,
                   mode="argmax", eps=0.0, batch_size=8, per_round=None):
     """Bounded scoring of items that share one option trie (a Classifier's texts).
 
+    Called by :meth:`judge.engine.Engine.score_bounded`, which holds the engine's lock
+    and passes its model, mask plan, dtype and root cache.
+
     Parameters
     ----------
-    engine : judge.engine.Engine
-        On the tree path.
-    items : list of judge.engine._Item
+    model : transformers.PreTrainedModel
+    plan : tuple (kind, windows)
+        From :func:`judge.engine.masks.mask_plan` (the tree path only).
+    dtype : torch.dtype
+    root : tuple (root_ids, key/values or None)
+        The cached root the items' prompts start with.
+    items : list of judge.engine.Item
     trie : OptionTrie
         Built from the items' (shared) option sequences; must be prefix-free.
     bias : ndarray of shape (K,), optional
@@ -117,7 +76,16 @@ def score_bounded(engine, items, trie: OptionTrie, *, root=(), bias=None, temper
 
     Examples
     --------
-    >>> scores, fed = score_bounded(eng, items, OptionTrie(seqs), root=root_ids)   # doctest: +SKIP
+    See :meth:`judge.engine.Engine.score_bounded`, which calls it:
+
+    >>> from judge.engine import Engine, Item, OptionTrie
+    >>> from judge.testing import tiny_pair
+    >>> eng = Engine(*tiny_pair()).setup()
+    >>> seqs = eng.option_ids("Label:", [" yes", " no"])
+    >>> items = [Item(eng.encode([("Is it? Label:", False)]), seqs)]
+    >>> scores, fed = score_bounded(eng.model_, eng.mask_plan_, eng.dtype_, (tuple(), None), items, OptionTrie(seqs))
+    >>> scores.shape
+    (1, 2)
     """
     if not trie.prefix_free:
         raise ValueError("score_bounded needs a prefix-free option set (end_token='auto' makes one).")
@@ -133,29 +101,22 @@ def score_bounded(engine, items, trie: OptionTrie, *, root=(), bias=None, temper
     hold = n_under ** max(0.0, 1.0 - 1.0 / T)
     out = np.full((len(items), K), np.nan)
     fed_total = 0
-    with engine._lock:
-        rid = engine._root(tuple(int(t) for t in root))
-        for s in range(0, len(items), batch_size):
-            idx = list(range(s, min(len(items), s + batch_size)))
-            res, fed = _run_batch(engine, [items[i] for i in idx], trie, rid, b, T, min_b, hold, mode,
-                                  eps, per_round)
-            out[idx] = res
-            fed_total += fed
+    for s in range(0, len(items), batch_size):
+        idx = list(range(s, min(len(items), s + batch_size)))
+        res, fed = _run_batch(model, plan, dtype, [items[i] for i in idx], trie, root, b, T, min_b, hold,
+                              mode, eps, per_round)
+        out[idx] = res
+        fed_total += fed
     return out, fed_total
 
 
-def _run_batch(engine, items, trie, rid, b, T, min_b, hold, mode, eps, per_round):
+def _run_batch(model, plan_kind, dtype, items, trie, rid, b, T, min_b, hold, mode, eps, per_round):
     import torch
     from transformers import DynamicCache
 
-    from judge.engine import _cache_kw, _lse64, native_gqa
-
-    model = engine.model_
     dev = model.device
-    kw = _cache_kw(model)
-    dtype = engine._dtype
-    neg = torch.finfo(dtype).min
-    kind, plan = engine._plan
+    kw = cache_keyword(model)
+    kind, plan = plan_kind
     root_ids, kv = rid
     R = len(root_ids) if kv is not None else 0
     B = len(items)
@@ -240,12 +201,7 @@ def _run_batch(engine, items, trie, rid, b, T, min_b, hold, mode, eps, per_round
         for bi, rd in enumerate(reads):
             keep[bi, : len(rd)] = torch.as_tensor([j for j, _ in rd])
             keep[bi, len(rd):] = rd[-1][0]
-        tmask = {}
-        for name, m in masks.items():
-            t = torch.zeros(m.shape, dtype=dtype)
-            t.masked_fill_(torch.from_numpy(~m), neg)
-            tmask[name] = t[:, None].to(dev)
-        attn = tmask[None] if kind == "single" else tmask
+        attn = additive(masks, kind, dtype, dev)
         with torch.inference_mode(), native_gqa(dev):
             o = model(input_ids=ids.to(dev), attention_mask=attn, position_ids=pos.to(dev), use_cache=True,
                       logits_to_keep=keep.to(dev), **{kw: cache})
@@ -253,7 +209,7 @@ def _run_batch(engine, items, trie, rid, b, T, min_b, hold, mode, eps, per_round
         logits = o.logits.reshape(len(rows), P, -1)
         for bi, r in enumerate(rows):
             rd = reads[bi]
-            lse = _lse64(logits[bi, : len(rd)])
+            lse = lse64(logits[bi, : len(rd)])
             for jj, (_, n) in enumerate(rd):
                 fed_node[r, n] = True
                 kids = trie.children[n]

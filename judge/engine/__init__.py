@@ -1,0 +1,32 @@
+"""The scoring stack: prompts and options in, exact log-probabilities out.
+
+In the order data flows:
+
+* :mod:`~judge.engine.protocol` — :class:`Query` (text), :class:`Item` (tokens) and the
+  :class:`Scorer` protocol every backend answers (this engine, the independent reference
+  :class:`judge.testing.Reference`, other backends).
+* :mod:`~judge.engine.options` — :class:`OptionTrie`: a label set's token sequences as a trie.
+* :mod:`~judge.engine.forest` — rows of one forward pass over a prompt forest.
+* :mod:`~judge.engine.masks` — the attention mask the model really applies, per layer type.
+* :mod:`~judge.engine.engine` — :class:`Engine`: the tree pass (or the exact causal
+  fallback of :mod:`~judge.engine.fallback`, chosen by a self-check), float64 normalisation.
+* :mod:`~judge.engine.bounded` — the certified argmax / a distribution within a tolerance,
+  expanding only what a prefix bound requires.
+
+Examples
+--------
+>>> from judge.engine import Engine, Query
+>>> from judge.testing import tiny_pair
+>>> eng = Engine(*tiny_pair())
+>>> [s.shape for s in eng.score([Query((("Sky colour:", False),), (" blue", " green"))])]
+[(2,)]
+"""
+
+from judge.engine.engine import Engine, EngineCheckWarning
+from judge.engine.forest import Forest, Slot, ancestors, row_mask
+from judge.engine.masks import mask_plan, native_gqa
+from judge.engine.options import OptionTrie
+from judge.engine.protocol import Item, Query, Scorer
+
+__all__ = ["Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "Slot",
+           "ancestors", "mask_plan", "native_gqa", "row_mask"]

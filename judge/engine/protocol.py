@@ -1,0 +1,121 @@
+"""What every scorer answers: the :class:`Scorer` protocol and its two query types.
+
+A *query* is a prompt and the options that may follow it. It comes at two levels
+(as lm-eval keeps string level apart from token level):
+
+* :class:`Query` — text: the prompt as pieces (user pieces are data and never become
+  control tokens) and the options as strings. The scorer tokenizes, once, in one place.
+* :class:`Item` — tokens: prompt ids and option token sequences, already tokenized.
+
+A :class:`Scorer` turns queries into ``log P(option | prompt)`` for every option. The
+transformers :class:`~judge.engine.Engine` answers it; so does the independent reference
+:class:`judge.testing.Reference` (which shares no code with the engine), and so must any
+other backend. Everything that scores in this package — the classifier's paths, typed
+decisions, structured generation's value distributions, the server — goes through it.
+
+What it deliberately does not do: implement anything (see :mod:`judge.engine.engine`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Query", "Item", "Scorer"]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A prompt and the options that may follow it.
+
+    Parameters
+    ----------
+    pieces : tuple of (str, bool)
+        The prompt text in order, up to where the answer starts; the flag is
+        True for user text, which never becomes special tokens.
+    options : tuple of str
+        The options exactly as the model would write them after the prompt.
+
+    Examples
+    --------
+    >>> q = Query((("Is the sky green? Answer:", False),), (" yes", " no"))
+    >>> len(q.options)
+    2
+    """
+
+    pieces: tuple
+    options: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "pieces", tuple((str(t), bool(u)) for t, u in self.pieces))
+        object.__setattr__(self, "options", tuple(self.options))
+        if not self.options:
+            raise ValueError("A Query needs at least one option; got none.")
+
+
+@dataclass
+class Item:
+    """A query at the token level: prompt ids and the option token sequences scored after them.
+
+    Parameters
+    ----------
+    ids : list of int
+        The prompt's token ids (at least one).
+    options : list of list of int
+        Each option's token ids as scored (end token included where wanted).
+    first_only : bool
+        Score only each option's first token.
+    group : int
+        Items of one call with the same group share one row of a forward pass
+        (questions about one state: the state is fed once).
+
+    Examples
+    --------
+    >>> it = Item([1, 2, 3], [[7], [8, 9]])
+    >>> it.first_only, it.group
+    (False, 0)
+    """
+
+    ids: list
+    options: list
+    first_only: bool = False
+    group: int = 0
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """The scoring interface: ``log P(option | prompt)`` for every option of every query.
+
+    Attributes
+    ----------
+    tokenizer_ : PreTrainedTokenizerBase
+        After :meth:`setup`.
+    end_id_ : int
+        The end-of-answer token appended where an option must be told apart from a
+        longer one (``end_token="auto"``).
+    last_usage_ : dict
+        ``{"input_tokens": int}`` fed to the model by the last call.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> isinstance(Engine(), Scorer)      # a structural check: nothing is loaded
+    True
+    """
+
+    last_usage_: dict
+
+    def setup(self) -> Scorer:
+        """Load what is needed (once, thread-safe); returns self."""
+
+    def encode(self, pieces, *, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of a prompt given as ``(text, is_user)`` pieces, tokenized whole."""
+
+    def option_ids(self, context: str, options, *, end_token=None, what: str = "Option") -> list[list[int]]:
+        """Canonical token ids of each option written right after ``context``."""
+
+    def score(self, queries, *, root=None, first_token: bool = False, batch_size: int = 8) -> list:
+        """``[ndarray (K_q,) float64]``: log P(option | prompt) per query."""
+
+    def score_items(self, items, *, root=(), batch_size: int = 8, progress=None, pack: int = 1) -> list:
+        """Like :meth:`score`, for token-level :class:`Item` s."""

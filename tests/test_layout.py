@@ -1,0 +1,169 @@
+"""The package's shape: no module reaches another's private names, no import cycles, short modules.
+
+Walks every module of ``judge`` with ``ast`` (nothing is imported):
+
+* a private name (one leading underscore) is used only inside the module that defines it:
+  no ``from judge.x import _y``, no ``obj._attr`` unless this module defines ``_attr``, and a
+  private module (``_kernels``, ``_validation``: a package's internal helpers, whose own names
+  carry no underscore) is imported only by its own package;
+* the graph of imports between judge modules (function-level imports included) has no cycle;
+* no module is over 600 lines, except the numba kernels;
+* every module starts with a docstring.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "judge"
+MAX_LINES = 600
+LONG_OK = {"judge.automaton._kernels"}  # numba kernels specialised per layout
+# attributes of third-party objects we must touch, each with its reason
+THIRD_PARTY_PRIVATE = {
+    "_name_or_path",  # transformers config: the model's hub id or folder
+    "_attn_implementation",  # transformers config: sdpa/eager, set before building a tiny model
+    "_supports_sdpa",  # transformers model class flag
+    "_tokenizer",  # a fast tokenizer's Rust backend (vocabulary pieces)
+    "_getframe",
+}
+DEPRECATED_SHIMS = {"judge.trie", "judge.vocab", "judge.processor"}
+
+
+def _modules():
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def _resolve(name: str, path: Path, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = _package(name, path).split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(name: str, path: Path):
+    """(imported judge module, names taken from it, line) for every import in the module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("judge"):
+                    yield a.name, [], node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            mod = _resolve(name, path, node)
+            if mod.startswith("judge"):
+                yield mod, [a.name for a in node.names], node.lineno
+
+
+def _target(mod: str, taken: str) -> str:
+    """The judge module an import refers to: ``from judge.x import y`` is module judge.x.y if one exists."""
+    sub = f"{mod}.{taken}"
+    return sub if sub in MODULES else mod
+
+
+def _own_private_names(tree) -> set:
+    """Private names this module defines: functions, classes, class attributes, ``self._x`` / ``__slots__``."""
+    own = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name.startswith("_"):
+            own.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr.startswith("_"):
+                    if isinstance(t.value, ast.Name) and t.value.id in ("self", "cls"):
+                        own.add(t.attr)
+                elif isinstance(t, ast.Name) and t.id == "__slots__" and isinstance(node.value, (ast.Tuple, ast.List)):
+                    own |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+                elif isinstance(t, ast.Name) and t.id.startswith("_"):
+                    own.add(t.id)
+    return own
+
+
+def test_no_private_names_across_modules():
+    bad = []
+    for name, path in MODULES.items():
+        pkg = _package(name, path)
+        for mod, names, line in _imports(name, path):
+            for n in names:
+                target = _target(mod, n)
+                if target != mod:  # importing a module: private modules only within their package
+                    private = n.startswith("_") and not n.startswith("__")
+                    if private and target.rsplit(".", 1)[0] != pkg:
+                        bad.append(f"{path}:{line}: imports private module {target}")
+                elif n.startswith("_") and not n.startswith("__") and mod != name:
+                    bad.append(f"{path}:{line}: from {mod} import {n}")
+            if not names:
+                last = mod.rsplit(".", 1)[-1]
+                if last.startswith("_") and mod.rsplit(".", 1)[0] != pkg:
+                    bad.append(f"{path}:{line}: imports private module {mod}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _own_private_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                    continue
+                if node.attr in THIRD_PARTY_PRIVATE or node.attr in own:
+                    continue
+                bad.append(f"{path}:{node.lineno}: .{node.attr} of {ast.unparse(owner)}")
+    assert not bad, "private names reached from outside their module:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles():
+    graph = {}
+    for name, path in MODULES.items():
+        deps = set()
+        for mod, names, _ in _imports(name, path):
+            targets = {_target(mod, n) for n in names} or {mod}
+            for t in targets:
+                while t not in MODULES and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in MODULES and t != name and t != "judge":
+                    deps.add(t)
+        graph[name] = deps
+    # a package's __init__ re-exports its submodules; submodules must not import their own package back
+    state, stack, cycles = {}, [], []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_is_short_and_says_what_it_does(name):
+    path = MODULES[name]
+    text = path.read_text(encoding="utf-8")
+    n = text.count("\n")
+    if name not in LONG_OK:
+        assert n <= MAX_LINES, f"{path} has {n} lines (limit {MAX_LINES}): split it along its seams"
+    assert ast.get_docstring(ast.parse(text)), f"{path} has no module docstring"
