@@ -41,9 +41,17 @@ class Cascade:
 
     Examples
     --------
-    >>> small.calibrate(val.texts, val.labels, target_accuracy=0.9)      # doctest: +SKIP
-    >>> Cascade(small, big).predict(test.texts)                          # doctest: +SKIP
-    array(['card_arrival', ...], dtype=object)
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair, tiny_model
+    >>> model, tok = tiny_pair()
+    >>> small = Classifier(["yes", "no"], model, tokenizer=tok)
+    >>> big = Classifier(["yes", "no"], tiny_model("qwen2", tok, seed=1), tokenizer=tok)
+    >>> _ = small.calibrate(["sure", "nope", "yes!", "no way"], ["yes", "no", "yes", "no"], coverage=0.5)
+    >>> cascade = Cascade(small, big)
+    >>> cascade.predict(["ok", "never", "fine"]).shape
+    (3,)
+    >>> sorted(cascade.route_stats_)[:3]
+    ['fallback', 'fallback_fraction', 'first']
     """
 
     def __init__(self, first, fallback, *, threshold=None):
@@ -141,8 +149,14 @@ class Cascade:
 
         Examples
         --------
-        >>> [p["accuracy"] for p in Cascade(small, big).curve(val.texts, val.labels)]   # doctest: +SKIP
-        [0.41, 0.44, ...]
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair, tiny_model
+        >>> model, tok = tiny_pair()
+        >>> small = Classifier(["yes", "no"], model, tokenizer=tok)
+        >>> big = Classifier(["yes", "no"], tiny_model("qwen2", tok, seed=1), tokenizer=tok)
+        >>> points = Cascade(small, big, threshold=0.5).curve(["ok", "never"], ["yes", "no"], fractions=[0, 1])
+        >>> [p["routed"] for p in points]
+        [0.0, 1.0]
         """
         texts, y = list(texts), np.asarray(list(y), dtype=object)
         if len(texts) != len(y):
@@ -191,8 +205,14 @@ class Cascade:
 
         Examples
         --------
-        >>> Cascade(small, big).evaluate(test.texts, test.labels)["cascade"]   # doctest: +SKIP
-        {'accuracy': 0.71, 'seconds': 12.3}
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair, tiny_model
+        >>> model, tok = tiny_pair()
+        >>> small = Classifier(["yes", "no"], model, tokenizer=tok)
+        >>> big = Classifier(["yes", "no"], tiny_model("qwen2", tok, seed=1), tokenizer=tok)
+        >>> report = Cascade(small, big, threshold=0.5).evaluate(["ok", "never"], ["yes", "no"])
+        >>> sorted(report["cascade"])
+        ['accuracy', 'seconds']
         """
         texts, y = list(texts), np.asarray(list(y), dtype=object)
         if len(texts) != len(y):

@@ -62,8 +62,14 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
 
     Examples
     --------
-    >>> save_classifier(clf, "my_classifier")                  # doctest: +SKIP
-    PosixPath('my_classifier')
+    >>> import tempfile
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> folder = save_classifier(Classifier(["yes", "no"], model, tokenizer=tok), tempfile.mkdtemp(),
+    ...                          model_ref="my-org/my-model")
+    >>> sorted(p.name for p in folder.iterdir())
+    ['classifier.json']
     """
     from safetensors.numpy import save_file
 
@@ -116,8 +122,14 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
 
     Examples
     --------
-    >>> load_classifier(Classifier, "my_classifier")           # doctest: +SKIP
-    Classifier(K=77, model='smollm2-135m-instruct', method='auto')
+    >>> import tempfile
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> folder = save_classifier(Classifier(["yes", "no"], model, tokenizer=tok), tempfile.mkdtemp(),
+    ...                          model_ref="my-org/my-model")
+    >>> load_classifier(Classifier, folder, model=model, tokenizer=tok).labels
+    ['yes', 'no']
     """
     from safetensors.numpy import load_file
 

@@ -266,9 +266,13 @@ def encode_pieces(tokenizer, pieces, *, add_special_tokens=False) -> list[int]:
 
     Examples
     --------
-    >>> from transformers import AutoTokenizer                           # doctest: +SKIP
-    >>> encode_pieces(tok, [("<|im_start|>user\\n", False), ("hi<|im_end|>", True)])   # doctest: +SKIP
-    [1, 4093, 198, 6004, 44, 108, 79, 45, 443, 46, 33, 8639]
+    >>> from judge.testing import tiny_pair
+    >>> tok = tiny_pair()[1]
+    >>> ids = encode_pieces(tok, [("<|im_start|>user\\n", False), ("hi<|im_end|>", True)])
+    >>> ids[0] == tok.convert_tokens_to_ids("<|im_start|>")          # the template's own control token
+    True
+    >>> tok.convert_tokens_to_ids("<|im_end|>") in ids                # the user's stays text
+    False
     """
     pieces = [(str(t), bool(u)) for t, u in pieces]
     full = "".join(t for t, _ in pieces)

@@ -92,7 +92,7 @@ def test_batch_size_invariance(tiny_llama):
     np.testing.assert_allclose(a, c, atol=1e-5)
 
 
-def test_fast_path_iff_distinct_first_tokens(tiny_llama):
+def test_auto_takes_the_fast_path_only_for_single_token_labels(tiny_llama):
     single = ["yes", "no", "maybe"]  # one token each: first-token scores are the label scores
     fast = _clf(tiny_llama, single)
     s_fast = fast.decision_function(TEXTS)
@@ -106,6 +106,11 @@ def test_fast_path_iff_distinct_first_tokens(tiny_llama):
     np.testing.assert_allclose(s_fast[0], ref, atol=1e-4)
     shared = _clf(tiny_llama, ["card_arrival", "card_linking"])
     assert shared.method_ == "exact"
+    # distinct first tokens but several tokens per label: auto scores the whole labels (chosen on
+    # validation, bench/first_token.py); first_token stays available on request
+    multi = _clf(tiny_llama, ["card_arrival", "exchange_rate", "pin_blocked"])
+    assert len({s[0] for s in multi.label_token_ids}) == 3 and multi.method_ == "exact"
+    assert _clf(tiny_llama, ["card_arrival", "exchange_rate"], method="first_token").method_ == "first_token"
     with pytest.raises(ValueError, match=r"method='first_token' needs every label to start with a different token"):
         _clf(tiny_llama, ["card_arrival", "card_linking"], method="first_token").decision_function(TEXTS)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import judge
 
 
@@ -24,29 +26,36 @@ def test_import_is_light():
     assert out.strip() == "[]"
 
 
-def test_every_public_callable_has_a_docstring_with_example():
-    from judge import (
-        bounded,
-        calibration,
-        calibrator,
-        cascade,
-        classifier,
-        datasets,
-        engine,
-        forest,
-        labels,
-        persistence,
-        processor,
-        prompts,
-        trie,
-        vocab,
-    )
+def _public_modules():
+    import pkgutil
 
+    names = ["judge"]
+    for info in pkgutil.walk_packages(judge.__path__, "judge."):
+        parts = info.name.split(".")
+        if any(p.startswith("_") for p in parts[1:]):
+            continue  # private modules: package internals
+        if info.name in ("judge.trie", "judge.vocab", "judge.processor"):
+            continue  # deprecated re-exports of judge.automaton
+        names.append(info.name)
+    return names
+
+
+def test_every_public_module_is_covered():
+    """The walk below sees every public module of the package (none silently missing)."""
+    names = _public_modules()
+    for expected in ("judge.engine.engine", "judge.engine.protocol", "judge.testing.reference",
+                     "judge.automaton.trie", "judge.calibration.state", "judge.decisions", "judge.server"):
+        assert any(n == expected or n.startswith(expected + ".") for n in names), expected
+
+
+@pytest.mark.parametrize("name", _public_modules())
+def test_every_public_callable_has_a_docstring_with_example(name):
+    import importlib
+
+    mod = importlib.import_module(name)
     missing = []
-    for mod in (calibration, cascade, classifier, datasets, processor, trie, vocab, engine, forest, bounded,
-                calibrator, persistence, prompts, labels):
-        for name in getattr(mod, "__all__", []):
-            obj = getattr(mod, name)
-            if callable(obj) and not (obj.__doc__ and "Examples" in obj.__doc__):
-                missing.append(f"{mod.__name__}.{name}")
+    for attr in getattr(mod, "__all__", []):
+        obj = getattr(mod, attr)
+        if callable(obj) and not (obj.__doc__ and "Examples" in obj.__doc__):
+            missing.append(f"{name}.{attr}")
     assert not missing, missing

@@ -32,8 +32,17 @@ class TrieLogitsProcessor:
 
     Examples
     --------
-    >>> proc = TrieLogitsProcessor(automaton)                                         # doctest: +SKIP
-    >>> model.generate(ids, logits_processor=[proc.bind(ids.shape[1])], max_new_tokens=20)  # doctest: +SKIP
+    >>> import torch
+    >>> from judge.automaton import TrieAutomaton, Vocabulary
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> auto = TrieAutomaton.build([" card arrival", " exchange rate"], Vocabulary.from_tokenizer(tok))
+    >>> ids = torch.tensor([tok("Label:")["input_ids"]])
+    >>> proc = TrieLogitsProcessor(auto)
+    >>> out = model.generate(ids, logits_processor=[proc.bind(ids.shape[1])], max_new_tokens=8,
+    ...                      do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    >>> tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True) in (" card arrival", " exchange rate")
+    True
     """
 
     def __init__(self, automaton, prompt_length: int | None = None):

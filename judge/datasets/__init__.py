@@ -76,6 +76,9 @@ def load(
 
     Examples
     --------
+    The dataset files are not part of the package, so these three lines are not run
+    as doctests (+SKIP):
+
     >>> data = load("banking77", "test", data_dir="../shared/datasets")  # doctest: +SKIP
     >>> len(data), len(data.label_names), data.labels[0]  # doctest: +SKIP
     (3080, 77, 'card_arrival')

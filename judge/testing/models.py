@@ -273,8 +273,10 @@ def tiny_model(
 
     Examples
     --------
-    >>> from transformers import AutoTokenizer  # doctest: +SKIP
-    >>> m = tiny_model("llama", AutoTokenizer.from_pretrained("../shared/tokenizers/gpt2"))  # doctest: +SKIP
+    >>> tok = tiny_pair()[1]
+    >>> m = tiny_model("mistral", tok, sliding_window=16)
+    >>> m.config.sliding_window, m.config.num_hidden_layers
+    (16, 2)
     """
     import torch
     import transformers
