@@ -1,4 +1,8 @@
-"""Structured JSON generation: validity, trie dispatch vs llguidance, per-field distributions."""
+"""Structured JSON generation: validity, trie dispatch vs llguidance, per-field distributions.
+
+The distributions are checked against the one reference, :class:`judge.testing.Reference`
+(brute force, no code shared with the engine), on sliding-window and ALiBi models too.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ pytest.importorskip("llguidance")
 jsonschema = pytest.importorskip("jsonschema")
 torch = pytest.importorskip("torch")
 
+import judge.structured as S  # noqa: E402
 from judge.structured import StructuredLogitsProcessor, StructuredSchema, generate_structured  # noqa: E402
 
 from .conftest import load_tokenizer, load_vocab  # noqa: E402
@@ -53,6 +58,14 @@ def _random_schema(r: random.Random, depth: int = 0, big: int = 80):
     if kind == "const":
         return {"const": r.choice(["c", 3, False])}
     return {"type": kind}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: threads only contend
+    yield
+    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +148,11 @@ def test_processor_equals_llguidance_without_trie_fields():
     for seed in range(4):
         r = random.Random(seed)
         proc = StructuredLogitsProcessor(c, 0)
-        ref = llguidance.LLMatcher(c.lltokenizer, c._llgrammar, log_level=0)
+        ref = llguidance.LLMatcher(c.lltokenizer, llguidance.LLMatcher.grammar_from_lark(c.grammar), log_level=0)
         gen = []
         for _ in range(60):
             ours = set(proc.allowed(gen).tolist())
-            theirs = _llg_allowed(ref, c._words, V)
+            theirs = _llg_allowed(ref, c.n_words, V)
             assert ours == theirs
             if ref.is_accepting():
                 break
@@ -171,8 +184,8 @@ def test_trie_dispatch_matches_llguidance_handling_the_enum(name):
         for _ in range(80):
             st = proc.state(gen)
             ours = set(proc.allowed(gen).tolist())
-            theirs = _llg_allowed(ref, llg_c._words, V)
-            if st.slot >= 0 or proc._row(st) is not None and st.row_slots:
+            theirs = _llg_allowed(ref, llg_c.n_words, V)
+            if st.slot >= 0 or proc.mask_row(st) is not None and st.row_slots:
                 inside_steps += 1
                 prefix = value_prefix or b""
                 value_toks = _brute_value_tokens(vocab, labels, prefix)
@@ -262,3 +275,151 @@ def test_smollm2_end_to_end(smollm2):
     jsonschema.validate(res.value, schema)
     f = res.fields[0]
     assert f.value == res.value["tool"] and f.proba.shape == (300,)
+
+
+# --------------------------------------------------------------------------- distributions vs the reference
+# Issue 18: the distributions were scored by a two-pass scorer that ignored sliding windows (a crash when
+# the context is longer than the window, wrong by up to 2 nats when only context + value is). They now go
+# through the Scorer protocol; each is checked against judge.testing.Reference, one plain forward pass per
+# value (no code shared with the engine), on the same token ids.
+
+_PROMPT = "Pick the tool for the request and answer in JSON.\n"
+
+
+@pytest.fixture(scope="module")
+def smol_tok(smollm2):
+    return smollm2[1]
+
+
+def _values(n=40):
+    from judge.testing import tool_names
+
+    return tool_names(n, seed=1)  # 5-10 tokens per value with the SmolLM2 tokenizer
+
+
+def _labels(values, lead=" "):
+    return [lead + json.dumps(v, ensure_ascii=False) for v in values]
+
+
+def _reference_logp(model, tok, ctx, labels):
+    """log-softmax over the labels of the reference's log P(label tokens | ctx)."""
+    from types import SimpleNamespace
+
+    from judge.testing import Reference
+
+    seqs = [tok.encode(lab, add_special_tokens=False) for lab in labels]
+    s = Reference(model, tok).score_items([SimpleNamespace(ids=list(ctx), options=seqs, first_only=False)])[0]
+    return s - np.logaddexp.reduce(s)
+
+
+def _context(tok):
+    return tok.encode(_PROMPT + '{"tool":', add_special_tokens=False)
+
+
+def _window(case, ctx, tok, labels):
+    """"short": shorter than the context; "fits": the context fits, context + any value does not."""
+    if case == "short":
+        return 8
+    w = len(ctx) + 1
+    assert min(len(tok.encode(lab, add_special_tokens=False)) for lab in labels) + len(ctx) > w
+    return w
+
+
+@pytest.mark.parametrize("case", ["short", "fits"])
+@pytest.mark.parametrize("arch", ["mistral", "qwen2", "gemma3"])
+def test_value_distribution_equals_reference_with_sliding_window(smol_tok, arch, case):
+    from judge.testing import tiny_model
+
+    tok, labels, ctx = smol_tok, _labels(_values()), _context(smol_tok)
+    model = tiny_model(arch, tok, sliding_window=_window(case, ctx, tok, labels))
+    p = S.value_distribution(model, tok, ctx, labels)
+    assert p.shape == (len(labels),) and abs(p.sum() - 1) < 1e-12
+    np.testing.assert_allclose(np.log(p), _reference_logp(model, tok, ctx, labels), atol=1e-4, rtol=0)
+
+
+@pytest.mark.filterwarnings("ignore::judge.engine.EngineCheckWarning")
+@pytest.mark.parametrize("arch", ["bloom", "falcon_alibi"])
+def test_value_distribution_equals_reference_on_alibi(smol_tok, arch):
+    from judge.engine import Engine
+    from judge.testing import tiny_model
+
+    tok, labels, ctx = smol_tok, _labels(_values()), _context(smol_tok)
+    model = tiny_model(arch, tok)
+    eng = Engine(model, tok)
+    assert eng.setup().path_ == "fallback"  # ALiBi: the engine's exact causal fallback
+    p = S.value_distribution(model, tok, ctx, labels, scorer=eng)
+    np.testing.assert_allclose(np.log(p), _reference_logp(model, tok, ctx, labels), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(S.value_distribution(model, tok, ctx, labels), p, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::judge.engine.EngineCheckWarning")
+@pytest.mark.parametrize("arch, window", [("mistral", "fits"), ("qwen2", "fits"), ("gemma3", "fits"),
+                                          ("mistral", 8), ("bloom", None)])
+def test_generated_distributions_equal_reference(smol_tok, arch, window):
+    """Two enum fields: with window "fits", the first one's context fits the window but its values run
+    past it, and the second one's context is longer than the window."""
+    from judge.testing import tiny_model
+
+    tok, values = smol_tok, _values()
+    prompt_ids = tok.encode(_PROMPT, add_special_tokens=False)
+    if window == "fits":
+        window = len(prompt_ids) + 1  # the prompt and "[" fit
+    model = tiny_model(arch, tok, sliding_window=window)
+    schema = {"type": "array", "items": {"enum": values}, "minItems": 2, "maxItems": 2}
+    c = StructuredSchema(schema, tok, enum_threshold=10)
+    res = generate_structured(model, tok, schema, _PROMPT, compiled=c, max_new_tokens=60,
+                              return_distributions=True)
+    assert res.complete, res.text
+    events = StructuredLogitsProcessor(c, 0).state(res.token_ids).events
+    assert [f.value for f in res.fields] == res.value and len(events) == 2
+    starts = [start for _, start, _, _ in events]
+    if window is not None:
+        assert len(prompt_ids) + starts[1] > window  # the second value's context is past the window
+    for f, (slot, start, _, lab) in zip(res.fields, events):
+        ctx = prompt_ids + res.token_ids[:start]
+        assert f.values[lab] == f.value
+        ref = _reference_logp(model, tok, ctx, c.slots[slot].labels)
+        np.testing.assert_allclose(np.log(f.proba), ref, atol=1e-4, rtol=0)
+
+
+def test_value_distribution_in_pieces_equals_one_pass(smol_tok, monkeypatch):
+    """A big enum is scored in pieces (bounded logits per pass) on a cached root: same distribution."""
+    from judge.engine import Engine
+    from judge.testing import tiny_model
+
+    tok, labels, ctx = smol_tok, _labels(_values(60)), _context(smol_tok)
+    model = tiny_model("mistral", tok, sliding_window=8)
+    eng = Engine(model, tok)
+    whole = S.value_distribution(model, tok, ctx, labels, scorer=eng)
+    monkeypatch.setattr(S.generate, "_LOGITS_PER_PASS", 0)  # pieces of 64 value tokens
+    pieces = S.value_distribution(model, tok, ctx, labels, scorer=eng)
+    np.testing.assert_allclose(np.log(pieces), np.log(whole), atol=1e-5, rtol=0)  # float32 noise only
+    np.testing.assert_allclose(np.log(pieces), _reference_logp(model, tok, ctx, labels), atol=1e-4, rtol=0)
+
+
+def test_value_distribution_errors(smol_tok):
+    from judge.testing import Reference, tiny_model
+
+    tok = smol_tok
+    a, b = tiny_model("llama", tok), tiny_model("llama", tok, seed=1)
+    with pytest.raises(ValueError, match="at least one context token; got none"):
+        S.value_distribution(a, tok, [], [' "x"'])
+    with pytest.raises(ValueError, match="at least one label; got none"):
+        S.value_distribution(a, tok, [1, 2], [])
+    with pytest.raises(ValueError, match="scorer scores with another model"):
+        S.value_distribution(a, tok, [1, 2], [' "x"'], scorer=Reference(b, tok))
+    with pytest.raises(TypeError, match="scorer must answer judge.engine.Scorer"):
+        S.value_distribution(a, tok, [1, 2], [' "x"'], scorer=object())
+
+
+def test_mask_row_is_the_allowed_set_and_read_only(smol_tok):
+    c = StructuredSchema({"type": "object", "properties": {"tool": {"enum": _values()}}}, smol_tok,
+                         enum_threshold=10)
+    proc = StructuredLogitsProcessor(c, 0)
+    gen = []
+    for _ in range(6):
+        row = proc.mask_row(proc.state(gen))
+        assert row.shape == (c.n_words,) and row.dtype == np.int32 and not row.flags.writeable
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: c.vocab_size]
+        np.testing.assert_array_equal(np.flatnonzero(bits), proc.allowed(gen))
+        gen.append(int(proc.allowed(gen)[0]))
