@@ -42,7 +42,7 @@ import numpy as np
 from judge._errors import LabelError
 from judge._math import cache_keyword, lse64
 from judge.engine.fallback import score_fallback
-from judge.engine.forest import Forest, Slot
+from judge.engine.forest import build_rows
 from judge.engine.masks import mask_plan, native_gqa, tree_masks
 from judge.engine.protocol import Item
 
@@ -471,40 +471,56 @@ class Engine:
         return scores, fed
 
     # -------------------------------------------------------------- tree pass
-    def _rows(self, items, root_ids):
-        """One Forest row per group of items."""
-        rows: dict[int, Forest] = {}
-        R = len(root_ids)
-        for qi, it in enumerate(items):
-            f = rows.setdefault(it.group, Forest())
-            x = it.ids
-            lcp = 0
-            lim = min(R, len(x) - 1)
-            while lcp < lim and x[lcp] == root_ids[lcp]:
-                lcp += 1
-            if len(x) < 1:
-                raise ValueError("A prompt needs at least one token.")
-            end = f.add_path(x[lcp:], -1, lcp)
-            paths = []
-            for seq in it.options:
-                node, path = end, []
-                for j, t in enumerate(seq):
-                    if it.first_only and j > 0:
-                        break
-                    node = f.add(t, node, lcp, fed=False)
-                    f.fed[f.parent[node]] = True
-                    path.append(node)
-                paths.append(path)
-            f.slots.append(Slot(qi, end, paths))
-        return list(rows.values())
+    def logprob_tensors(self, items, *, batch_size: int = 8) -> list:
+        """log P(option | prompt) of every option of every item, as differentiable torch tensors.
 
-    def _score_tree(self, items, rid) -> list[np.ndarray]:
+        The same tree pass as :meth:`score_items` (no root cache: every prompt is fed whole), run
+        with autograd on, so a loss over the options' log-probabilities can train the model
+        (adapters, say). Tree path only.
+
+        Parameters
+        ----------
+        items : list of Item, length n
+        batch_size : int
+            Items per forward pass.
+
+        Returns
+        -------
+        list of n torch.Tensor of float64, shape (K_i,)
+
+        Examples
+        --------
+        >>> from judge.engine import Item
+        >>> from judge.testing import tiny_pair
+        >>> eng = Engine(*tiny_pair()).setup()
+        >>> t = eng.logprob_tensors([Item([1, 2, 3], [[7], [8, 9]])])[0]
+        >>> t.shape, t.requires_grad
+        (torch.Size([2]), True)
+        >>> bool(abs(t.detach().numpy() - eng.score_items([Item([1, 2, 3], [[7], [8, 9]])])[0]).max() < 1e-5)
+        True
+        """
+        self.setup()
+        if self.path_ != "tree":
+            raise ValueError(f"logprob_tensors needs the tree path; this engine runs the {self.path_!r} path "
+                             f"({self.check_.get('reason')}).")
+        items = list(items)
+        out = [None] * len(items)
+        with self._lock:
+            for s in range(0, len(items), batch_size):
+                part = [Item(it.ids, it.options, it.first_only, g) for g, it in enumerate(items[s:s + batch_size])]
+                for j, t in enumerate(self._score_tree(part, ((), None), grad=True)):
+                    out[s + j] = t
+        return out
+
+    def _score_tree(self, items, rid, grad=False) -> list:
+        import contextlib
+
         import torch
         from transformers import DynamicCache
 
         root_ids, kv = rid
         R = len(root_ids) if kv is not None else 0
-        rows = self._rows(items, root_ids if kv is not None else ())
+        rows = build_rows(items, root_ids if kv is not None else ())
         fed = [row.fed_nodes() for row in rows]
         B, N = len(rows), max(len(f) for f in fed)
         dev = self.model_.device
@@ -529,20 +545,27 @@ class Engine:
         if kv is not None:
             for i, (k, v) in enumerate(kv):
                 cache.update(k.expand(B, *k.shape[1:]), v.expand(B, *v.shape[1:]), i)
-        with torch.inference_mode(), native_gqa(dev):
+        mode = contextlib.nullcontext() if grad else torch.inference_mode()
+        with mode, native_gqa(dev):
             out = self.model_(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos.to(dev),
-                              use_cache=True, logits_to_keep=keep.to(dev), **{cache_keyword(self.model_): cache})
+                              use_cache=not grad, logits_to_keep=keep.to(dev), **{cache_keyword(self.model_): cache})
             logits = _logits_of(out).reshape(B, P, -1)
             results = [None] * len(items)
             for b, row in enumerate(rows):
                 r = reads[b]
-                lse = lse64(logits[b, : len(r)])
+                lse = torch.logsumexp(logits[b, : len(r)].double(), -1) if grad else lse64(logits[b, : len(r)])
                 at = {n: j for j, n in enumerate(r)}
                 for slot in row.slots:
                     parents = [at[int(row.parent[n])] for p in slot.option_paths for n in p]
                     toks = [row.tokens[n] for p in slot.option_paths for n in p]
-                    lp = (logits[b, parents, toks].double() - lse[parents]).cpu().numpy()
                     lens = [len(p) for p in slot.option_paths]
+                    if grad:  # the same sums, kept on the autograd graph
+                        seg = torch.repeat_interleave(torch.arange(len(lens)), torch.as_tensor(lens)).to(dev)
+                        vals = logits[b, parents, toks].double() - lse[parents]
+                        results[slot.query] = torch.zeros(len(lens), dtype=torch.float64, device=dev) \
+                            .index_add(0, seg, vals)
+                        continue
+                    lp = (logits[b, parents, toks].double() - lse[parents]).cpu().numpy()
                     results[slot.query] = np.add.reduceat(lp, np.r_[0, np.cumsum(lens)[:-1]]) \
                         if len(lp) else np.zeros(len(lens))
         self._last_fed = int(sum(len(f) for f in fed))

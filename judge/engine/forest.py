@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Forest", "Slot", "row_mask", "ancestors"]
+__all__ = ["Forest", "Slot", "build_rows", "row_mask", "ancestors"]
 
 
 @dataclass
@@ -190,3 +190,53 @@ def row_mask(positions: np.ndarray, parent: np.ndarray, root_len: np.ndarray, n_
         key_pos = np.concatenate([np.arange(n_root), positions])
         allow &= (positions[:, None] - key_pos[None, :]) < window
     return allow
+
+
+def build_rows(items, root_ids) -> list[Forest]:
+    """One :class:`Forest` row per group of items: prompts after the root, option tries at their slots.
+
+    Parameters
+    ----------
+    items : list of judge.engine.Item
+        Items with the same ``group`` share a row (and their common prompt tokens).
+    root_ids : sequence of int
+        The cached root: each prompt's longest common prefix with it (all but its last
+        token at most) is taken from the cache, not fed.
+
+    Returns
+    -------
+    list of Forest
+        Each row's ``slots`` say where every item's options are read (``Slot.query`` is the
+        item's index in ``items``).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Item
+    >>> rows = build_rows([Item(ids=[1, 2, 3], options=[[7], [8, 9]], first_only=False, group=0)], [1, 2])
+    >>> rows[0].tokens, rows[0].fed_nodes().tolist()
+    ([3, 7, 8, 9], [0, 2])
+    """
+    rows: dict[int, Forest] = {}
+    R = len(root_ids)
+    for qi, it in enumerate(items):
+        f = rows.setdefault(it.group, Forest())
+        x = it.ids
+        if len(x) < 1:
+            raise ValueError("A prompt needs at least one token.")
+        lcp = 0
+        lim = min(R, len(x) - 1)
+        while lcp < lim and x[lcp] == root_ids[lcp]:
+            lcp += 1
+        end = f.add_path(x[lcp:], -1, lcp)
+        paths = []
+        for seq in it.options:
+            node, path = end, []
+            for j, t in enumerate(seq):
+                if it.first_only and j > 0:
+                    break
+                node = f.add(t, node, lcp, fed=False)
+                f.fed[f.parent[node]] = True
+                path.append(node)
+            paths.append(path)
+        f.slots.append(Slot(qi, end, paths))
+    return list(rows.values())
