@@ -57,7 +57,7 @@ def test_public_names():
     assert sorted(jd.__all__) == sorted(
         ["DATASETS", "LabeledTexts", "VALIDATION_FRACTION", "VALIDATION_SEED", "display_names", "load"]
     )
-    assert jd.DATASETS == ("banking77", "clinc150", "massive", "trec")
+    assert jd.DATASETS == ("banking77", "clinc150", "massive", "trec", "icd10cm")
     assert (jd.VALIDATION_FRACTION, jd.VALIDATION_SEED) == (0.1, 0)
 
 
@@ -643,3 +643,37 @@ def test_massive_malformed(tmp_path):
 def test_display_names():
     assert jd.display_names("trec", ["NUM:dist", "ABBR"]) == {"NUM:dist": "number: distance", "ABBR": "abbreviation"}
     assert jd.display_names("massive", ["alarm_set"]) == {}
+
+
+# ---- ICD-10-CM (from the installed simple-icd-10-cm package) -----------------------------
+
+
+@pytest.fixture(scope="module")
+def icd():
+    pytest.importorskip("simple_icd_10_cm", reason="ICD-10-CM data comes with simple-icd-10-cm ([icd] extra)")
+    from judge.datasets import icd10cm
+
+    return icd10cm
+
+
+def test_icd10cm_codes_titles_and_terms_from_the_real_files(icd):
+    t = icd.titles()
+    assert len(t) == 74719  # billable codes of the April 2026 code list
+    assert t["A00.0"] == "Cholera due to Vibrio cholerae 01, biovar cholerae"
+    # a code that takes a 7th character: the parent's title and the character's meaning
+    assert t["S72.001A"] == ("Fracture of unspecified part of neck of right femur, initial encounter for "
+                             "closed fracture")
+    assert "S72.001" not in t and "A00" not in t  # not billable: they have children
+    assert "S06.6X7A" in t and "S06.6X7S" not in t  # the code list restricts some 7th characters
+    val, test = jd.load("icd10cm", "validation"), jd.load("icd10cm", "val")
+    assert val.texts == test.texts  # 'val' means 'validation'
+    test = jd.load("icd10cm", "test")
+    assert set(val.texts).isdisjoint(test.texts) and 8000 < len(val) + len(test) < 9000
+    rows = dict(zip(val.texts + test.texts, val.labels + test.labels))
+    assert rows["Classical cholera"] == "A00.0" and rows["Cholera eltor"] == "A00.1"
+    for text, code in rows.items():  # no term equals its own code's title
+        assert text.lower() != t[code].lower()
+    assert val.label_names == tuple(t) and len(set(val.label_names)) == len(val.label_names)
+    assert jd.display_names("icd10cm", ["A00.1", "nope"]) == {"A00.1": t["A00.1"]}
+    with pytest.raises(ValueError, match="Unknown split 'train' for icd10cm"):
+        jd.load("icd10cm", "train")

@@ -1,4 +1,4 @@
-"""Loaders for the four evaluation benchmarks: Banking77, CLINC150, TREC, MASSIVE.
+"""Loaders for the evaluation benchmarks: Banking77, CLINC150, TREC, MASSIVE, and ICD-10-CM for huge K.
 
 Every loader returns a :class:`LabeledTexts` (texts, gold labels in the dataset's
 own identifiers, the full label set in canonical order). Files are read from
@@ -14,6 +14,7 @@ banking77  train, validation*, test
 clinc150   train, validation, test  ``include_oos=False``
 massive    train, validation, test
 trec       train, validation*, test ``granularity="coarse"`` or ``"fine"``
+icd10cm    validation, test         (from the ``simple-icd-10-cm`` package)
 ========== ======================== =========================================
 
 \\* carved from the official train file: :data:`VALIDATION_FRACTION` (10 %) of it,
@@ -28,12 +29,12 @@ from __future__ import annotations
 
 import os
 
-from . import banking77, clinc150, massive, trec
+from . import banking77, clinc150, icd10cm, massive, trec
 from ._common import VALIDATION_FRACTION, VALIDATION_SEED, LabeledTexts
 
 __all__ = ["DATASETS", "LabeledTexts", "VALIDATION_FRACTION", "VALIDATION_SEED", "display_names", "load"]
 
-_LOADERS = {module.NAME: module for module in (banking77, clinc150, massive, trec)}
+_LOADERS = {module.NAME: module for module in (banking77, clinc150, massive, trec, icd10cm)}
 
 #: Names accepted by :func:`load`.
 DATASETS = tuple(_LOADERS)
@@ -49,7 +50,7 @@ def load(
 
     Parameters
     ----------
-    name : {"banking77", "clinc150", "massive", "trec"}
+    name : {"banking77", "clinc150", "massive", "trec", "icd10cm"}
         The dataset (case-insensitive).
     split : {"train", "validation", "test"}, default="test"
         ``"val"`` is accepted for ``"validation"``.
@@ -87,7 +88,7 @@ def load(
     >>> load("imdb")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown dataset 'imdb'; expected one of 'banking77', 'clinc150', 'massive', 'trec'.
+    ValueError: Unknown dataset 'imdb'; expected one of 'banking77', 'clinc150', 'massive', 'trec', 'icd10cm'.
     """
     key = name.lower() if isinstance(name, str) else name
     if key not in _LOADERS:
