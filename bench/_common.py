@@ -1,8 +1,9 @@
 """Shared helpers for the benchmarks: seeded label families, peer grammars, bit rows.
 
 What is here: the label families (re-exported from ``judge.testing``), the choice grammar over a label list in each peer's language (xgrammar EBNF,
-a regex alternation for llguidance and outlines-core), and a decoder from a
-packed bitmask row to token ids.
+a regex alternation for llguidance and outlines-core), a decoder from a
+packed bitmask row to token ids, and the ``--model`` loader shared by the
+scripts (``--model tiny``: a random-weight model for a smoke run in seconds).
 
 What is deliberately not here: timing, subprocesses or printing (see the
 scripts, e.g. ``bench/masks.py``), and anything the library itself needs.
@@ -15,12 +16,45 @@ import re
 
 import numpy as np
 
-__all__ = ["FAMILIES", "ebnf_choice", "icd_codes", "regex_choice", "row_token_ids", "tool_names"]
+# also icd_codes, tool_names and FAMILIES, loaded on first use (see __getattr__)
+__all__ = ["FAMILY_NAMES", "TINY_MODEL", "ebnf_choice", "family_labels", "load_bench_model", "regex_choice",
+           "row_token_ids"]
 
-# the label generators live in judge.testing (shared by tests and benchmarks; identical output)
-from judge.testing import icd_codes, tool_names  # noqa: E402
+#: The label families of the benchmarks; their generators are `judge.testing.tool_names` and
+#: `judge.testing.icd_codes` (the one copy, shared with the tests).
+FAMILY_NAMES = ("tools", "icd")
 
-FAMILIES = {"tools": tool_names, "icd": icd_codes}
+
+def family_labels(name: str, k: int, seed: int = 0) -> list[str]:
+    """``k`` seeded labels of the family ``name`` (one of `FAMILY_NAMES`).
+
+    Examples
+    --------
+    >>> family_labels("icd", 3, seed=1) == __import__("judge.testing").testing.icd_codes(3, seed=1)
+    True
+    """
+    if name not in FAMILY_NAMES:
+        raise ValueError(f"unknown label family {name!r}; valid families are {', '.join(FAMILY_NAMES)}")
+    return _generators()[name](k, seed=seed)
+
+
+def _generators() -> dict:
+    from judge.testing import icd_codes, tool_names
+
+    return dict(zip(FAMILY_NAMES, (tool_names, icd_codes)))
+
+
+def __getattr__(name):
+    """``icd_codes``, ``tool_names`` and ``FAMILIES`` (family name -> generator), from judge.testing.
+
+    Imported on first use: judge.testing loads transformers, which would make every script's
+    ``--help`` take seconds.
+    """
+    if name == "FAMILIES":
+        return _generators()
+    if name in ("icd_codes", "tool_names"):
+        return _generators()["icd" if name == "icd_codes" else "tools"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def ebnf_choice(labels) -> str:
@@ -61,3 +95,33 @@ def row_token_ids(row) -> np.ndarray:
     """
     bits = np.unpackbits(np.ascontiguousarray(row, dtype=np.int32).view(np.uint8), bitorder="little")
     return np.flatnonzero(bits)
+
+
+#: The ``--model`` value of a smoke run: `judge.testing.tiny_pair` (random weights, the packaged tokenizer).
+TINY_MODEL = "tiny"
+
+
+def load_bench_model(name=None, *, device=None):
+    """``(model, tokenizer)`` for a script's ``--model``.
+
+    ``"tiny"`` (`TINY_MODEL`) is `judge.testing.tiny_pair`: a random-weight 2-layer model over the
+    packaged SmolLM2 tokenizer, on CPU, built in seconds; its numbers mean nothing, a run with it
+    only shows that the script works end to end. Anything else goes to `judge.models.load_model`
+    (None: the packaged SmolLM2).
+
+    Examples
+    --------
+    >>> model, tok = load_bench_model("tiny")
+    >>> model.config.num_hidden_layers
+    2
+    """
+    if name == TINY_MODEL:
+        from judge.testing import tiny_pair
+
+        model, tok = tiny_pair()
+        if not model.config.architectures:  # built from a config, not loaded: say what it is, as a saved one does
+            model.config.architectures = [type(model).__name__]
+        return model, tok
+    from judge.models import load_model
+
+    return load_model(name, device=device)

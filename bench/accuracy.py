@@ -1,15 +1,20 @@
 """Honest accuracy: prompt and bias variants on validation, the chosen default on test, a cascade.
 
 Scoring is the expensive part, so it is done once and kept: for each (model,
-dataset, variant, split) the raw per-label log-probabilities of a seeded
-permutation of the split are written to ``--cache`` (``scores.npy`` rows in
-permutation order, extended in chunks, with the seconds each chunk took and the
-content-free inputs' scores for contextual bias). Every figure of the report is
-then computed from those matrices: bias variants, temperature, ECE and its noise
-floor, bootstrap intervals, coverage at a target risk, the cascade curve.
+dataset, variant, split) the raw per-label log-probabilities of the first rows
+of a seeded permutation of the split are written to ``--cache`` by
+`judge.evaluation.score_with_checkpoint` (``SPLIT.npz``: resumable chunk by
+chunk, keyed by the classifier's fingerprint and each text, with the seconds
+each row took; ``SPLIT.json``: the labels, the column order, the scoring
+path), beside the content-free inputs' scores for contextual bias
+(``content_free.npy``). Every figure of the report is then computed from those
+matrices: bias variants, temperature, ECE and its noise floor, bootstrap
+intervals, coverage at a target risk, the cascade curve.
 
     # score (resumable; run several at once, one torch thread each)
     python bench/accuracy.py score --dataset banking77 --split validation --n 200 --variants default,lower
+    # smoke run: a random-weight model, 4 texts (numbers mean nothing)
+    python bench/accuracy.py score --dataset trec --n 4 --model tiny --cache /tmp/acc-cache
     # choose the default on validation, then report test once
     python bench/accuracy.py select --json bench/results/accuracy_select.json
     python bench/accuracy.py report --json bench/results/accuracy.json
@@ -21,6 +26,10 @@ in the prompt), ``intent`` (other instruction wording), ``desc`` (TREC: the
 official class descriptions in the list), ``rot`` (the list rotated by K/2;
 averaged with the unrotated list it is rotation averaging over 2 orders),
 ``think`` (think-then-answer).
+
+What it deliberately does not do: look at test before the choice is made on
+validation (``report`` reads test once, for the chosen default), or score a row
+twice for the same classifier (one whose fingerprint changed is scored again).
 """
 
 from __future__ import annotations
@@ -35,9 +44,24 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))  # the bench package
+
+from bench._accuracy_cache import (  # noqa: E402  (the cache: which rows, where kept, how read back)
+    AVERAGES,
+    cache_dir,
+    dataset_key,
+    gold,
+    letters_scores,
+    load_scores,
+    load_split,
+    permutation,
+    variant_scores,
+)
+
 DEFAULT_CACHE = HERE / "cache" / "accuracy"
 CONTENT_FREE = ("N/A", "", "[MASK]")
-MODELS = {"smollm2": None, "gemma3": "gemma3-270m"}
+MODELS = {"smollm2": None, "gemma3": "gemma3-270m", "tiny": None}  # tiny: bench._common.load_bench_model
 
 INTENT_SYSTEM = (
     "Read the user's message and decide which category it belongs to. Reply with the one category "
@@ -63,37 +87,6 @@ LETTER_COMPLETION = (
     "Classify the text: reply with the letter of the one option that fits it best.\n\nOptions:\n{options}"
     "\n\nText: {text}\nAnswer:"
 )
-
-
-def dataset_key(dataset: str, granularity: str | None = None, subset: int | None = None) -> str:
-    return dataset + ("-fine" if granularity == "fine" else "") + (f"-sub{subset}" if subset else "")
-
-
-class _Subset:
-    """The texts of a split whose gold label is in a seeded draw of ``k`` labels (letter-readout subsets)."""
-
-    def __init__(self, data, k, seed=0):
-        names = sorted(np.random.default_rng(seed).choice(sorted(data.label_names), k, replace=False).tolist())
-        keep = [i for i, lab in enumerate(data.labels) if lab in set(names)]
-        self.label_names = tuple(names)
-        self.texts = tuple(data.texts[i] for i in keep)
-        self.labels = tuple(data.labels[i] for i in keep)
-
-    def __len__(self):
-        return len(self.texts)
-
-
-def load_split(dataset: str, split: str, data_dir, granularity=None, subset=None):
-    from judge import datasets as ds
-
-    opts = {"granularity": granularity} if granularity else {}
-    data = ds.load(dataset, split=split, data_dir=data_dir, **opts)
-    return _Subset(data, subset) if subset else data
-
-
-def permutation(n: int, seed: int = 0) -> np.ndarray:
-    """The fixed order in which a split is scored: the first m rows are a seeded uniform sample."""
-    return np.random.default_rng(seed).permutation(n)
 
 
 def build(dataset: str, labels, variant: str, model=None, tokenizer=None, model_key="smollm2"):
@@ -168,24 +161,12 @@ def build_letters(dataset, labels, rotation, model=None, tokenizer=None, model_k
     return clf, np.array([pos[lab] for lab in labels])
 
 
-def cache_dir(cache: Path, model_key: str, dkey: str, variant: str) -> Path:
-    return Path(cache) / model_key / dkey / variant
-
-
-def load_scores(cache, model_key, dkey, variant, split):
-    """(scores (m, K) in permutation order, meta) or (None, None)."""
-    d = cache_dir(cache, model_key, dkey, variant)
-    f = d / f"{split}.npy"
-    if not f.exists():
-        return None, None
-    return np.load(f), json.loads((d / f"{split}.json").read_text())
-
-
 def score(args) -> None:
     import torch
 
+    from judge.evaluation import score_with_checkpoint
+
     torch.set_num_threads(args.threads)
-    from tqdm.auto import tqdm
 
     shared = {}
     variants = []
@@ -195,6 +176,10 @@ def score(args) -> None:
             variants += [f"letters@{r}" for r in range(k)]
         else:
             variants.append(v)
+    if args.model == "tiny":
+        from bench._common import load_bench_model
+
+        shared["model"], shared["tok"] = load_bench_model("tiny")
     for variant in variants:
         data = load_split(args.dataset, args.split, args.data_dir, args.granularity, args.subset)
         labels = list(data.label_names)
@@ -204,33 +189,25 @@ def score(args) -> None:
         d = cache_dir(args.cache, args.model, dkey, variant)
         d.mkdir(parents=True, exist_ok=True)
         have, meta = load_scores(args.cache, args.model, dkey, variant, args.split)
-        if have is None:
-            have, meta = np.zeros((0, len(labels))), {"chunks": [], "labels": labels}
-        if meta["labels"] != labels:
+        if have is not None and meta["labels"] != labels:
             raise SystemExit(f"{d}: cached for other labels")
-        if len(have) >= n and (d / "content_free.npy").exists():
+        if have is not None and len(have) >= n and (d / "content_free.npy").exists():
             print(f"{args.model}/{dkey}/{variant}/{args.split}: {len(have)} rows cached", flush=True)
             continue
         clf, cols = build(args.dataset, labels, variant, shared.get("model"), shared.get("tok"), args.model)
         clf.setup()
         shared.setdefault("model", clf.model_)
         shared.setdefault("tok", clf.tokenizer_)
-        meta.update(method=clf.method_, prefix=clf.prompt_prefix_[-300:], path=clf.engine_.path_)
+        meta = {"labels": labels, "columns": cols.tolist(), "method": clf.method_,
+                "prefix": clf.prompt_prefix_[-300:], "path": clf.engine_.path_}
+        (d / f"{args.split}.json").write_text(json.dumps(meta))
         if not (d / "content_free.npy").exists():
+            # "" is among the content-free inputs, and decision_function refuses empty texts; no public
+            # method scores them yet (calibrate() does, internally): this is the one private call here.
             np.save(d / "content_free.npy", clf._scores(list(CONTENT_FREE))[:, cols])
+        print(f"{args.model}/{dkey}/{variant}/{args.split}: scoring {n} rows", file=sys.stderr, flush=True)
         texts = list(data.texts)
-        bar = tqdm(total=n, initial=len(have), desc=f"{args.model}/{dkey}/{variant}/{args.split}", file=sys.stderr)
-        while len(have) < n:
-            idx = perm[len(have):min(n, len(have) + args.chunk)]
-            t0 = time.perf_counter()
-            s = clf._scores([texts[i] for i in idx])[:, cols]
-            meta["chunks"].append({"n": len(idx), "seconds": time.perf_counter() - t0})
-            have = np.concatenate([have, s])
-            np.save(d / f"{args.split}.npy.tmp.npy", have)
-            os.replace(d / f"{args.split}.npy.tmp.npy", d / f"{args.split}.npy")
-            (d / f"{args.split}.json").write_text(json.dumps(meta))
-            bar.update(len(idx))
-        bar.close()
+        score_with_checkpoint(clf, [texts[i] for i in perm[:n]], d / f"{args.split}.npz", chunk=args.chunk)
 
 
 # ------------------------------------------------------------------ analysis
@@ -238,40 +215,7 @@ DATASETS = ("banking77", "clinc150", "massive", "trec")
 PROMPTS = ("default", "lower", "lower+nolist", "lower+intent", "lower+rot", "lower+completion",
            "lower+completion+nolist", "lower+completion+intent", "lower+completion+rot", "rotavg(chat)",
            "rotavg(completion)", "ensemble(completion)")
-#: Averaged prompts (several passes per text): what they average.
-AVERAGES = {"rotavg(chat)": ("lower", "lower+rot"),
-            "rotavg(completion)": ("lower+completion", "lower+completion+rot"),
-            "ensemble(completion)": ("lower+completion", "lower+completion+intent", "lower+completion+rot")}
 BIASES = ("none", "contextual", "batch", "contextual+fit", "batch+fit")
-
-
-def gold(dataset, split, data_dir, m, granularity=None, subset=None):
-    """(gold indices, labels, texts) of the first ``m`` rows of a split's seeded permutation."""
-    data = load_split(dataset, split, data_dir, granularity, subset)
-    labels = list(data.label_names)
-    pos = {lab: i for i, lab in enumerate(labels)}
-    perm = permutation(len(data))[:m]
-    return np.array([pos[data.labels[i]] for i in perm]), labels, [data.texts[i] for i in perm]
-
-
-def variant_scores(cache, model_key, dkey, variant, split):
-    """(scores, content-free scores, meta); ``rotavg`` = mean of ``lower`` and ``lower+rot``;
-    ``default`` falls back to ``lower`` where lower-casing changes no name (every dataset but Banking77)."""
-    if variant in AVERAGES:  # mean log-probability over prompts: one pass per prompt
-        got = [variant_scores(cache, model_key, dkey, v, split) for v in AVERAGES[variant]]
-        if any(g[0] is None for g in got):
-            return None, None, None
-        m = min(len(g[0]) for g in got)
-        return (np.mean([g[0][:m] for g in got], axis=0), np.mean([g[1] for g in got], axis=0),
-                {"seconds_per_text": sum(g[2]["seconds_per_text"] for g in got), "chunks": []})
-    s, meta = load_scores(cache, model_key, dkey, variant, split)
-    if s is None and variant == "default" and not dkey.startswith("banking77"):
-        return variant_scores(cache, model_key, dkey, "lower", split)
-    if s is None:
-        return None, None, None
-    cf = np.load(cache_dir(cache, model_key, dkey, variant) / "content_free.npy")
-    meta = dict(meta, seconds_per_text=sum(c["seconds"] for c in meta["chunks"]) / max(1, len(s)))
-    return s, cf, meta
 
 
 def fit_calibration(kind, s_fit, y_fit, cf, *, l2=1.0):
@@ -289,7 +233,7 @@ def fit_calibration(kind, s_fit, y_fit, cf, *, l2=1.0):
 
 
 def proba_of(s, b, T):
-    from judge.calibrator import softmax
+    from judge._math import softmax
 
     return softmax((s - b) / T)
 
@@ -401,7 +345,7 @@ TEST_SPLIT = "test"  # report --test-split validation exercises the report witho
 def calibrated(model_key, dkey, prompt, bias, cache, data_dir, dataset, granularity=None, subset=None,
                n_test=None, n_val=None):
     """Test probabilities (raw and calibrated on all cached validation rows), gold, fit and timing."""
-    from judge.calibrator import softmax
+    from judge._math import softmax
 
     sv, cf, mv = variant_scores(cache, model_key, dkey, prompt, "validation")
     st, _, mt = variant_scores(cache, model_key, dkey, prompt, TEST_SPLIT)
@@ -415,22 +359,6 @@ def calibrated(model_key, dkey, prompt, bias, cache, data_dir, dataset, granular
     return {"raw": softmax(st), "cal": proba_of(st, b, T), "val_cal": proba_of(sv, b, T), "y": yt, "yv": yv,
             "labels": labels, "temperature": float(T), "n_val": len(sv), "n_test": len(st),
             "seconds_per_text": mt["seconds_per_text"]}
-
-
-def letters_scores(cache, model_key, dkey, split, k):
-    """Rotation-averaged letter readout: mean over rotations of each rotation's letter distribution, as log."""
-    from judge.calibrator import softmax
-
-    got = [load_scores(cache, model_key, dkey, f"letters@{r}", split) for r in range(k)]
-    if any(g[0] is None for g in got):
-        return None, None, None
-    m = min(len(g[0]) for g in got)
-    avg = np.mean([softmax(g[0][:m]) for g in got], axis=0)
-    cfs = [np.load(cache_dir(cache, model_key, dkey, f"letters@{r}") / "content_free.npy") for r in range(k)]
-    cf = np.log(np.mean([softmax(c) for c in cfs], axis=0))
-    single = got[0][0][:m]
-    secs = sum(sum(c["seconds"] for c in g[1]["chunks"]) for g in got) / m
-    return np.log(avg), cf, {"single": single, "seconds_per_text": secs}
 
 
 def _threshold_point(cal, pv, yv, pt, yt, target):
@@ -547,7 +475,7 @@ def report(args) -> None:
         gt = gold(d, TEST_SPLIT, args.data_dir, len(lt), subset=sub)
         kind, l2 = _parse_bias(bias)
         row = {"n_test": len(lt), "K": k, "majority": float(np.bincount(gt[0]).max() / len(gt[0]))}
-        from judge.calibrator import softmax
+        from judge._math import softmax
 
         for name, sv_, st_ in (("letters_rotavg", lv, lt), ("letters_single", None, meta["single"])):
             if sv_ is None:
@@ -634,11 +562,11 @@ def timing(args) -> None:
         rec = {}
         for model_key, variant in (("smollm2", chosen["prompt"]), ("gemma3", chosen["prompt"])):
             clf, _ = build(d, labels, variant, model_key=model_key)
-            clf._scores(texts[:4])  # warm-up: load, root cache, first kernels
+            clf.decision_function(texts[:4])  # warm-up: load, root cache, first kernels
             runs = []
             for _ in range(args.repeats):
                 t0 = time.perf_counter()
-                clf._scores(texts[4:])
+                clf.decision_function(texts[4:])
                 runs.append((time.perf_counter() - t0) / args.n)
             rec[model_key] = {"seconds_per_text": float(np.median(runs)), "runs": runs}
             del clf

@@ -2,6 +2,9 @@
 
     python bench/engine.py exactness --json bench/results/engine_exactness.json
     python bench/engine.py throughput --dataset banking77 --n 500 --json bench/results/engine_banking77.json
+    # smoke runs (seconds; numbers mean nothing):
+    python bench/engine.py exactness --archs llama --skip-real --skip-gemma
+    python bench/engine.py throughput --model tiny --n 4 --before ''
 
 ``exactness``: tiny random models of every family in ``judge.testing.ARCHITECTURES``
 (sliding windows of 16 tokens, shorter than the cached prefix and every prompt), the
@@ -13,11 +16,16 @@ on the path the engine trusted).
 ``throughput`` (one torch thread unless --threads): a seeded stratified sample of test
 texts, all labels; per variant texts/s (median of --repeats):
 ``before`` (the previous two-pass implementation, at git ref --before, run in a
-subprocess on the same texts), ``exact`` (the single pass), ``exact packed xP``,
+subprocess on the same texts; it is set up by scoring the first text, untimed, since
+that implementation had no public ``setup()``), ``exact`` (the single pass), ``exact packed xP``,
 ``predict`` (bounded argmax), ``proba tol=1e-3``, and ``bare forward`` (one ordinary
 causal pass over the same number of text + trie tokens on the same cache, no tree
 mask). Agreement: argmax of predict == argmax of exact on every text; max total
 variation of the tolerance path.
+
+What it deliberately does not do: compare with peers (bench/throughput.py and
+bench/masks.py do), or reach into the engine: it drives `judge.Classifier` and
+the public `judge.engine` names (``OptionTrie``, ``native_gqa``) only.
 """
 
 from __future__ import annotations
@@ -82,14 +90,18 @@ def exactness(args):
 
     torch.set_num_threads(args.threads)
     model, tok = load_model(device="cpu")
+    archs = ARCHITECTURES if args.archs is None else [a for a in args.archs.split(",") if a]
+    unknown = sorted(set(archs) - set(ARCHITECTURES))
+    if unknown:
+        raise SystemExit(f"bench/engine.py: unknown --archs {unknown}; available here: {', '.join(ARCHITECTURES)}")
     labels = ["card_arrival", "card_linking", "card", "exchange_rate", "pin_blocked", "top_up_failed"]
     texts = ["I am still waiting on my card, it has been two weeks now?", "rate for euros"]
     out = []
-    for arch in ([] if args.only_gemma else ARCHITECTURES):
+    for arch in ([] if args.only_gemma else archs):
         m = tiny_model(arch, tok, sliding_window=16 if arch in SLIDING_ARCHITECTURES else None)
         out.append({"arch": arch, **_exact_case(f"tiny {arch}", m, tok, labels, texts)})
         print(json.dumps(out[-1]), flush=True)
-    if not args.only_gemma:
+    if not (args.only_gemma or args.skip_real):
         out.append({"arch": "smollm2 (real)", **_exact_case("SmolLM2-135M-Instruct", model, tok, labels, texts)})
         print(json.dumps(out[-1]), flush=True)
     if not args.skip_gemma:
@@ -130,7 +142,7 @@ from judge.models import load_model
 data = json.load(open(sys.argv[1]))
 model, tok = load_model(device="cpu")
 clf = Classifier(data["labels"], model, tokenizer=tok, method="exact", batch_size=data["batch_size"], progress=False)
-clf._setup()
+clf.decision_function(data["texts"][:1])  # set up (model, prefix cache, labels), untimed: no public setup() then
 times = []
 for _ in range(data["repeats"]):
     t = time.perf_counter(); s = clf.decision_function(data["texts"]); times.append(time.perf_counter() - t)
@@ -163,8 +175,7 @@ def _bare(clf, texts, batch_size):
     import torch
     from transformers import DynamicCache
 
-    from judge.bounded import OptionTrie
-    from judge.engine import native_gqa
+    from judge.engine import OptionTrie, native_gqa
 
     model = clf.model_
     tok = clf.tokenizer_
@@ -206,17 +217,17 @@ def _bare(clf, texts, batch_size):
 def throughput(args):
     import torch
 
+    from bench._common import load_bench_model
     from judge import Classifier
     from judge import datasets as ds
-    from judge.calibrator import softmax
-    from judge.models import load_model
+    from judge._math import softmax
 
     torch.set_num_threads(args.threads)
     test = ds.load(args.dataset, split="test", data_dir=args.data_dir)
     sample = test.sample(args.n, seed=args.seed) if args.n < len(test) else test
     labels = list(test.label_names)
     texts = list(sample.texts)
-    model, tok = load_model(device="cpu")
+    model, tok = load_bench_model(args.model, device="cpu")
     clf = Classifier(labels, model, tokenizer=tok, method="exact", batch_size=args.batch_size, progress=False).setup()
     res = {"dataset": args.dataset, "n": len(texts), "K": len(labels), "threads": args.threads,
            "batch_size": args.batch_size, "repeats": args.repeats, "variants": {}}
@@ -250,7 +261,9 @@ def throughput(args):
     med = statistics.median(bare)
     res["variants"]["bare forward"] = {"seconds": med, "texts_per_s": len(texts) / med, "all_seconds": bare}
     print(f"{'bare forward':>22}: {len(texts) / med:7.3f} texts/s  ({med:.1f} s)", flush=True)
-    if args.before:
+    if args.before and args.model is not None:
+        print(f"before: skipped (the previous implementation runs on the packaged model, not {args.model!r})")
+    elif args.before:
         times, scores, err = _before(args.before, labels, texts, args)
         if times is None:
             res["variants"]["before (two-pass)"] = {"error": err}
@@ -295,6 +308,11 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--pack", type=int, nargs="*", default=[2])
     ap.add_argument("--before", default="f138b36", help="git ref of the previous implementation ('' to skip)")
+    ap.add_argument("--model", default=None,
+                    help="throughput: model for load_model (default: the packaged SmolLM2); 'tiny': a random-weight "
+                         "model, for a smoke run")
+    ap.add_argument("--archs", default=None, help="exactness: comma list of tiny architectures (default: all)")
+    ap.add_argument("--skip-real", action="store_true", help="exactness: skip the real SmolLM2")
     ap.add_argument("--skip-gemma", action="store_true")
     ap.add_argument("--only-gemma", action="store_true")
     ap.add_argument("--gemma-preamble", type=int, default=0, help="repeat an instruction paragraph N times")

@@ -9,6 +9,9 @@ float64), on Banking77 texts with all 77 labels; reported as max |diff| and argm
 agreement (bfloat16 rounds differently for different shapes, so ~1e-2 nats is expected,
 not 1e-4). Throughput: texts/s of ``decision_function`` (full exact) and ``predict``
 (bounded) at batch sizes 1, 8 and 64, medians of 3 runs after a warm-up.
+
+What it deliberately does not do: run on CPU (it says so and exits 0), compare
+with peers, or tune anything for the device.
 """
 
 from __future__ import annotations

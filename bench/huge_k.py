@@ -1,47 +1,59 @@
 """K = 100,000 ICD-like codes end to end on SmolLM2 with the decode path.
 
 Prints and writes (``--json``) the automaton build time, decode time per text,
-the labels returned, and the peak RSS of the process. Run:
+the labels returned, and the peak RSS of the process. The codes are
+`judge.testing.icd_codes` (the one generator, shared with the tests and
+bench/masks.py). Run:
 
     python bench/huge_k.py --k 100000 --n 3 --json bench/results/huge_k.json
+    python bench/huge_k.py --model tiny --k 1000 --n 1      # smoke run (seconds; numbers mean nothing)
+
+What it deliberately does not do: compare with peers (bench/masks.py does), or
+score every label exactly (the decode path returns the top ``--top-k``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import resource
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+__all__ = ["main", "peak_rss_mb"]  # and icd_codes (see __getattr__)
 
 
-def icd_codes(k: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    out: set[str] = set()
-    while len(out) < k:
-        code = f"{rng.choice('ABCDEFGHIJKLMNOPQRSTUVWXYZ')}{rng.randint(0, 99):02d}"
-        if rng.random() < 0.9:
-            code += "." + "".join(rng.choice("0123456789X") for _ in range(rng.randint(1, 4)))
-        out.add(code)
-    return sorted(out)
+def __getattr__(name):
+    """``icd_codes``: `judge.testing.icd_codes` (tests import it from here), loaded on first use so
+    ``--help`` does not wait for judge.testing's transformers import."""
+    if name == "icd_codes":
+        from judge.testing import icd_codes
+
+        return icd_codes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None, help="default: the packaged SmolLM2; 'tiny': a random-weight model")
     p.add_argument("--k", type=int, default=100_000)
     p.add_argument("--n", type=int, default=3, help="texts to classify")
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--json", default=None)
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
+    from bench._common import load_bench_model
     from judge import Classifier
-    from judge.models import load_model
+    from judge.testing import icd_codes
 
-    model, tok = load_model(device="cpu")
+    model, tok = load_bench_model(args.model, device="cpu")
     rss_model = peak_rss_mb()
     labels = icd_codes(args.k)
     texts = ["Type 2 diabetes mellitus with hyperglycemia", "Fracture of the neck of the right femur",

@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 python bench/ray_batch.py --n 64 --json bench/results/ray_batch.json
     python bench/ray_batch.py --n 8 --actors 1          # smoke test
+    python bench/ray_batch.py --model tiny --n 4 --actors 1   # a random-weight model: the harness only
 
 The packaged SmolLM2-135M-Instruct (float32, CPU), the first ``--n`` Banking77
 test texts, all 77 labels, the default prompt, ``batch_size`` 16 everywhere.
@@ -39,6 +40,9 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,11 +52,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # bench._common
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=64)
+    p.add_argument("--model", default=None, help="hub id or folder (default: the packaged SmolLM2); 'tiny': a "
+                                                 "random-weight model saved to a temporary folder (smoke run)")
     p.add_argument("--actors", default="1,2", help="comma list of pool sizes")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--threads", type=int, default=1, help="torch threads of the single-process run")
@@ -62,10 +70,26 @@ def main(argv=None) -> int:
 
     import torch
 
+    torch.set_num_threads(args.threads)
+    model, tmp = args.model, None
+    if model == "tiny":  # actors load models by path: save the tiny one where they can read it
+        from bench._common import load_bench_model
+
+        tmp = tempfile.mkdtemp(prefix="judge-ray-tiny-")
+        for part in load_bench_model("tiny"):
+            part.save_pretrained(tmp)
+        model = tmp
+    try:
+        return _run(args, model, torch)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(args, model, torch) -> int:
     from judge import datasets as ds
     from judge.classifier import Classifier
 
-    torch.set_num_threads(args.threads)
     load_start = os.getloadavg()[0]
     data = ds.load("banking77", split="test", data_dir=args.data_dir)
     labels = list(data.label_names)
@@ -74,7 +98,7 @@ def main(argv=None) -> int:
     pools = [int(a) for a in args.actors.split(",")]
     records = []
 
-    clf = Classifier(labels, batch_size=args.batch_size, progress=False)
+    clf = Classifier(labels, model, batch_size=args.batch_size, progress=False)
     t0 = time.perf_counter()
     clf.setup()
     setup = time.perf_counter() - t0
@@ -96,7 +120,7 @@ def main(argv=None) -> int:
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
         for n_act in pools:
-            opts = dict(labels=labels, actors=n_act, batch_size=args.batch_size, num_cpus_per_actor=1)
+            opts = dict(labels=labels, model=model, actors=n_act, batch_size=args.batch_size, num_cpus_per_actor=1)
             t0 = time.perf_counter()
             warm = ray.data.from_items(rows[:n_act], override_num_blocks=n_act)
             classify_dataset(warm, **{**opts, "batch_size": 1}).materialize()
@@ -119,7 +143,7 @@ def main(argv=None) -> int:
     finally:
         ray.shutdown()
 
-    print(f"\nBanking77 test, first {len(texts)} texts, K={len(labels)}, SmolLM2-135M-Instruct, CPU, "
+    print(f"\nBanking77 test, first {len(texts)} texts, K={len(labels)}, {args.model or 'SmolLM2-135M-Instruct'}, CPU, "
           f"batch_size={args.batch_size}")
     print(f"{'engine':<16}{'seconds':>9}{'texts/s':>9}{'setup s':>9}{'steady/s':>10}{'overhead':>10}"
           f"{'agree':>7}{'max|dp|':>10}")
@@ -130,7 +154,7 @@ def main(argv=None) -> int:
     if args.json:
         meta = {"ray": ray.__version__, "torch": torch.__version__, "cpus": os.cpu_count(),
                 "machine": platform.machine(), "omp_threads": os.environ.get("OMP_NUM_THREADS"),
-                "batch_size": args.batch_size, "dataset": "banking77/test", "model": "smollm2-135m-instruct",
+                "batch_size": args.batch_size, "dataset": "banking77/test", "model": args.model or "smollm2-135m-instruct",
                 "load_avg_1min_start_end": [load_start, os.getloadavg()[0]]}
         Path(args.json).write_text(json.dumps({"meta": meta, "records": records}, indent=2) + "\n")
         print(f"wrote {args.json}")

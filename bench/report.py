@@ -4,6 +4,9 @@
 
 Nothing is typed in by hand: every figure comes from a JSON file written by
 bench/masks.py, bench/throughput.py, bench/huge_k.py or `judge evaluate`.
+
+What it deliberately does not do: run a benchmark, or edit the README (paste
+the tables by hand).
 """
 
 from __future__ import annotations
@@ -206,10 +209,10 @@ def letters_table(rep) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", default=str(Path(__file__).parent / "results"))
-    args = p.parse_args()
+    args = p.parse_args(argv)
     res = Path(args.results)
     if (res / "accuracy_select.json").exists():
         print("### Choosing the default on validation (accuracy %, SmolLM2-135M)\n")

@@ -2,6 +2,8 @@
 
     python bench/serve.py                               # SmolLM2, concurrency 1/4/16, writes bench/results/serve.json
     python bench/serve.py --requests 8 --concurrency 1,4 --json /tmp/smoke.json   # smoke test
+    python bench/serve.py --model tiny --requests 2 --concurrency 1 --questions 2 --repeats 1 --json /tmp/s.json
+        # a random-weight model: checks the harness in seconds, numbers mean nothing
 
 The server runs in this process (uvicorn in a thread on a free 127.0.0.1
 port) around ``Decider(--model, engine=--engine)``; a bounded load generator
@@ -190,7 +192,8 @@ def q_vs_separate(url: str, n_questions: int, repeats: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default=None, help="default: the packaged SmolLM2-135M-Instruct")
+    p.add_argument("--model", default=None, help="default: the packaged SmolLM2-135M-Instruct; 'tiny': a "
+                                                 "random-weight model, for a smoke run")
     p.add_argument("--engine", default="auto", help="auto (judge.engine.Engine when present) or reference")
     p.add_argument("--device", default="cpu")
     p.add_argument("--concurrency", default="1,4,16")
@@ -204,9 +207,13 @@ def main(argv=None) -> int:
 
     import torch
 
+    from bench._common import TINY_MODEL, load_bench_model
     from judge.decisions import Decider
 
-    decider = Decider(a.model, device=a.device, engine=a.engine)
+    if a.model == TINY_MODEL:
+        decider = Decider(*load_bench_model(TINY_MODEL), engine=a.engine)
+    else:
+        decider = Decider(a.model, device=a.device, engine=a.engine)
     _ = decider.tokenizer_  # load before timing
     engine = type(decider.engine_).__module__ + "." + type(decider.engine_).__name__
     levels = []

@@ -2,6 +2,8 @@
 
     python bench/serve_peers.py                          # writes bench/results/serve_peers.json
     python bench/serve_peers.py --n 3 --generators support_tickets --json /tmp/p.json   # smoke test
+    python bench/serve_peers.py --model tiny --n 1 --generators support_tickets --calibration-n 0 --json /tmp/p.json
+        # trie-judge only, on a random-weight model: the harness in seconds, numbers mean nothing
 
 Items: sys1bench's generated, policy-labelled items (canonical framing f0,
 canonical option order), ``--n`` per generator. Both sides run in this
@@ -135,16 +137,19 @@ def main(argv=None) -> int:
     p.add_argument("--generators", default="support_tickets,log_triage")
     p.add_argument("--n", type=int, default=20)
     p.add_argument("--engine", default="auto")
+    p.add_argument("--model", default=None, help="default: the packaged SmolLM2 (both sides); 'tiny': a "
+                                                 "random-weight model for trie-judge only (anyjev is skipped)")
     p.add_argument("--calibration-n", type=int, default=10,
                    help="items per generator (seed 7, disjoint from the evaluation seed 42) to fit a decision "
                         "calibration profile on; 0 to skip")
     p.add_argument("--json", default=str(REPO / "bench" / "results" / "serve_peers.json"))
     a = p.parse_args(argv)
 
+    from bench._common import load_bench_model
     from judge.decisions import Decider
-    from judge.models import _packaged_converted, load_model
+    from judge.models import packaged_model_dir
 
-    model, tok = load_model(device="cpu")
+    model, tok = load_bench_model(a.model, device="cpu")
     items = _items(a.generators.split(","), a.n)
     results = {}
 
@@ -182,10 +187,12 @@ def main(argv=None) -> int:
         print("  trie-judge calibrated done", file=sys.stderr, flush=True)
 
     try:
+        if a.model is not None:
+            raise RuntimeError(f"anyjev runs on the packaged model only, not --model {a.model!r}")
         from anyjev import Decider as AJDecider
         from anyjev.backends.hf import HFBackend
 
-        backend = HFBackend(str(_packaged_converted()), device="cpu", dtype="float32", batch_size=8)
+        backend = HFBackend(str(packaged_model_dir()), device="cpu", dtype="float32", batch_size=8)
         for level in ("L0", "raw"):
             aj = AJDecider(backend, level=level)
             rows, times = [], []
@@ -215,7 +222,7 @@ def main(argv=None) -> int:
     if "anyjev" in results:
         print("anyjev:", results["anyjev"]["error"])
     rec = {"benchmark": "serve_peers", "n_per_generator": a.n, "generators": a.generators.split(","),
-           "model": "smollm2-135m-instruct (packaged, float32, CPU)", "results": results}
+           "model": a.model or "smollm2-135m-instruct (packaged, float32, CPU)", "results": results}
     Path(a.json).write_text(json.dumps(rec, indent=1) + "\n")
     print(f"wrote {a.json}", file=sys.stderr)
     return 0

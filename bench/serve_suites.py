@@ -2,6 +2,8 @@
 
     python bench/serve_suites.py                                   # writes bench/results/serve_suites.json
     python bench/serve_suites.py --n 4 --framings f0 --perms 1 --jevbench-domains none   # smoke test
+    python bench/serve_suites.py --model tiny --n 1 --generators support_tickets --framings f0 --perms 0 \
+        --json /tmp/suites.json     # a random-weight model: the harness in seconds, numbers mean nothing
 
 ``sys1bench``: for each generator (default support_tickets, phishing_email,
 log_triage) ``--n`` generated, policy-labelled items, expanded over the
@@ -33,9 +35,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
-from serve import serving  # noqa: E402
+from bench.serve import serving  # noqa: E402
 
 
 def run_sys1bench(url: str, generators, n: int, framings, perms: int, concurrency: int, workdir: Path) -> dict:
@@ -99,7 +100,7 @@ def run_jevbench(url: str, domains) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default=None)
+    p.add_argument("--model", default=None, help="default: the packaged SmolLM2; 'tiny': a random-weight model")
     p.add_argument("--engine", default="auto")
     p.add_argument("--generators", default="support_tickets,phishing_email,log_triage")
     p.add_argument("--n", type=int, default=10)
@@ -111,9 +112,13 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", default=None, help="sys1bench response caches (default: a temporary folder)")
     a = p.parse_args(argv)
 
+    from bench._common import TINY_MODEL, load_bench_model
     from judge.decisions import Decider
 
-    decider = Decider(a.model, device="cpu", engine=a.engine)
+    if a.model == TINY_MODEL:
+        decider = Decider(*load_bench_model(TINY_MODEL), engine=a.engine)
+    else:
+        decider = Decider(a.model, device="cpu", engine=a.engine)
     _ = decider.tokenizer_
     import tempfile
 

@@ -2,6 +2,7 @@
 
     python bench/throughput.py --json OUT.json
     python bench/throughput.py --n 4 --n-per-label 1 --n-cappr 2 --n-generate 2   # smoke test
+    python bench/throughput.py --model tiny --n 2 --n-per-label 1 --n-cappr 1 --n-generate 1   # harness check
 
 SmolLM2-135M-Instruct (the packaged model, float32 on CPU), the first ``--n``
 (100) Banking77 test texts, all 77 labels, the default chat prompt. Engines:
@@ -13,7 +14,7 @@ SmolLM2-135M-Instruct (the packaged model, float32 on CPU), the first ``--n``
     and one untimed warm-up call; median of ``--repeats-ours`` (3) runs.
 ``per-label``
     What lm-eval does: one forward pass per (text, label) over the full prompt
-    plus the label's tokens, no cache sharing (``judge.scoring.brute_force_scores``
+    plus the label's tokens, no cache sharing (``judge.testing.reference_logprobs_ids``
     with the same prompt ids, ``clf.prompt_ids(text)``, and
     the same scored token sequences, ``clf.scored_token_ids_``). This is the
     reference the argmax agreement of every engine is measured against.
@@ -84,9 +85,9 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 PEERS = ("per-label", "cappr", "xgrammar-generate")
-_PEER_ALIASES = {"per-label": "per-label", "perlabel": "per-label", "brute": "per-label",
-                 "lm-eval": "per-label", "cappr": "cappr", "generate": "xgrammar-generate",
-                 "xgrammar": "xgrammar-generate", "xgrammar-generate": "xgrammar-generate"}
+_PEER_ALIASES = {"per-label": "per-label", "perlabel": "per-label", "brute": "per-label", "lm-eval": "per-label",
+                 "cappr": "cappr", "generate": "xgrammar-generate", "xgrammar": "xgrammar-generate",
+                 "xgrammar-generate": "xgrammar-generate"}
 TARGETS = {"per-label": 100.0, "cappr": 5.0}
 
 #: What this harness changes so that CAPPr 0.9.6 runs here; printed with the results.
@@ -138,11 +139,6 @@ def _timed(fn, repeats: int):
     return statistics.median(secs), secs, out
 
 
-def _prompt_ids(clf, text: str) -> list[int]:
-    """The exact prompt token ids ours uses for ``text`` (the rendered prompt tokenized whole)."""
-    return clf.prompt_ids(text)
-
-
 def _record(engine, n_texts=0, status="ok", **extra):
     rec = {"engine": engine, "n_texts": n_texts, "seconds": None, "texts_per_s": None,
            "ratio_vs_ours": None, "agreement_with_per_label": None, "accuracy": None,
@@ -159,17 +155,17 @@ def run_ours(clf, texts, repeats, setup):
     preds = np.argmax(scores, axis=1).tolist()
     return dict(seconds=med, seconds_all=secs, setup_seconds=setup, preds=preds, scores=scores,
                 valid=[True] * len(preds),
-                notes=f"method_={clf.method_}; prefix {len(clf.prefix_ids_)} tokens cached once; "
+                notes=f"method_={clf.method_}; prefix {len(clf.compiled_.root_ids)} tokens cached once; "
                       f"batch_size={clf.batch_size}")
 
 
 def run_per_label(clf, texts, repeats):
-    from judge.scoring import brute_force_scores
+    from judge.testing import reference_logprobs_ids
 
     seqs = [list(s) for s in clf.scored_token_ids_]
 
     def go():
-        return np.stack([brute_force_scores(clf.model_, _prompt_ids(clf, t), seqs) for t in texts])
+        return np.stack([reference_logprobs_ids(clf.model_, clf.prompt_ids(t), seqs) for t in texts])
 
     med, secs, scores = _timed(go, repeats)
     preds = np.argmax(scores, axis=1).tolist()
@@ -282,7 +278,7 @@ def run_cappr(clf, texts, repeats, *, batch_size=2, mode="prefix"):
     for t, p in zip(texts, full, strict=True):
         body = p[len(prefix):] if mode == "prefix" else p
         cappr_ids = list(prefix_tok) + tok(body, add_special_tokens=False)["input_ids"]
-        mism += cappr_ids != _prompt_ids(clf, t)
+        mism += cappr_ids != clf.prompt_ids(t)
     comp_ok = all(tok(s, add_special_tokens=False)["input_ids"] == list(ids)
                   for s, ids in zip(surfaces, clf.scored_token_ids_, strict=True))
 
@@ -320,15 +316,13 @@ def run_cappr(clf, texts, repeats, *, batch_size=2, mode="prefix"):
 
 
 # ---- HF generate + xgrammar
-def _ebnf_choice(strings) -> str:
-    return "root ::= " + " | ".join(json.dumps(s, ensure_ascii=False) for s in strings)
-
-
 def run_generate(clf, texts, repeats, *, batch_size=8):
     import torch
     import xgrammar as xgr
     import xgrammar.contrib.hf  # noqa: F401
     from transformers import GenerationConfig
+
+    from bench._common import ebnf_choice
 
     model, tok = clf.model_, clf.tokenizer_
     surfaces = list(clf.surfaces_)
@@ -337,19 +331,19 @@ def run_generate(clf, texts, repeats, *, batch_size=8):
     vocab_size = int(getattr(model.config, "vocab_size", len(tok)))
     t0 = time.perf_counter()
     info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=vocab_size, stop_token_ids=stops)
-    compiled = xgr.GrammarCompiler(info).compile_grammar(_ebnf_choice(surfaces))
+    compiled = xgr.GrammarCompiler(info).compile_grammar(ebnf_choice(surfaces))
     setup = time.perf_counter() - t0
     pad = tok.pad_token_id if tok.pad_token_id is not None else stops[0]
     max_new = max(len(s.encode("utf-8")) for s in surfaces) + 1  # any tokenization, plus the stop
     gen_cfg = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new,
                                eos_token_id=stops, pad_token_id=pad)
     dev = model.device
-    from judge.scoring import left_pad
+    from judge._math import left_pad
 
     def go():
         answers = []
         for s in range(0, len(texts), batch_size):
-            prompts = [_prompt_ids(clf, t) for t in texts[s:s + batch_size]]
+            prompts = [clf.prompt_ids(t) for t in texts[s:s + batch_size]]
             ids, att = left_pad(prompts, pad, dev)
             L = ids.shape[1]
             proc = xgr.contrib.hf.LogitsProcessor(compiled)  # single use: one per generate call
@@ -446,8 +440,7 @@ def _finish(records, gold, per_label_preds, per_label_scores, ours_tps):
                     r["max_abs_logprob_diff"] = float(np.max(np.abs(sc - per_label_scores[:m])))
                     if r["engine"] == "cappr":
                         agree = float(np.mean(np.argmax(sc, 1) == np.asarray(per_label_preds[:m])))
-                        r["notes"] += (f"; argmax of CAPPr's summed log-probs agrees with "
-                                       f"per-label on {agree:.3f}")
+                        r["notes"] += f"; argmax of CAPPr's summed log-probs agrees with per-label on {agree:.3f}"
                 if r["engine"] != "per-label":
                     dis = [i for i in range(m) if preds[i] != per_label_preds[i]]
                     if dis:
@@ -458,10 +451,10 @@ def _finish(records, gold, per_label_preds, per_label_scores, ours_tps):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=None,
-                    help="folder holding banking77/ (default: $JUDGE_DATA_DIR, else ../shared/datasets "
-                         "relative to the repository root)")
-    ap.add_argument("--model", default=None, help="model for load_model (default: the packaged SmolLM2)")
+    ap.add_argument("--data-dir", default=None, help="folder holding banking77/ (default: $JUDGE_DATA_DIR, "
+                                                     "else ../shared/datasets beside the repository)")
+    ap.add_argument("--model", default=None, help="model for load_model (default: the packaged SmolLM2); "
+                                                  "'tiny': a random-weight model, for a smoke run")
     ap.add_argument("--n", type=int, default=100, help="texts for ours (default 100)")
     ap.add_argument("--n-per-label", type=int, default=5, help="texts for per-label scoring (default 5)")
     ap.add_argument("--n-cappr", type=int, default=20, help="texts for CAPPr (default 20)")
@@ -499,9 +492,9 @@ def main(argv=None):
     import torch
     import transformers
 
+    from bench._common import load_bench_model
     from judge import Classifier
     from judge.datasets import load
-    from judge.models import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -515,7 +508,7 @@ def main(argv=None):
     gold = [labels.index(g) for g in data.labels[:n_max]]
 
     t0 = time.perf_counter()
-    model, tok = load_model(args.model)
+    model, tok = load_bench_model(args.model)
     load_s = time.perf_counter() - t0
     clf = Classifier(labels, model, tokenizer=tok, method="auto", batch_size=args.batch_size,
                      progress=False)
@@ -528,7 +521,7 @@ def main(argv=None):
     clf.setup()  # ours' one-time setup: prefix KV cache, label token trie (reported, not timed)
     setup_s = time.perf_counter() - t0
     with torch.inference_mode():  # warm up kernels once for every engine, untimed
-        model(input_ids=torch.tensor([_prompt_ids(clf, texts[0])], device=model.device))
+        model(input_ids=torch.tensor([clf.prompt_ids(texts[0])], device=model.device))
 
     records = []
     rec = _record("ours", args.n)

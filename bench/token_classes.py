@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import tool_names  # noqa: E402
+from _common import family_labels  # noqa: E402
 
 
 def _fill_times(fill, nodes, bm):
@@ -65,12 +65,12 @@ def run(tok_dir: Path, ks, repeats: int, seed: int):
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
     vocab = Vocabulary.from_tokenizer(tok)
     vocab.byte_trie()
-    warm = TrieAutomaton.build(tool_names(50, seed=seed + 1), vocab)  # compile kernels (class path too)
+    warm = TrieAutomaton.build(family_labels("tools", 50, seed=seed + 1), vocab)  # compile kernels (class path too)
     TrieAutomaton.build(["ab", "b"], vocab)  # and the plain path
     TokenClasses.from_automaton(warm).fill_bitmask([0], np.zeros((1, (vocab.size + 31) // 32), np.int32))
     out = []
     for k in ks:
-        labels = tool_names(k, seed=seed)
+        labels = family_labels("tools", k, seed=seed)
         builds, cls_t, fills, cfills = [], [], [], []
         bm = np.zeros((1, (vocab.size + 31) // 32), np.int32)
         rng = np.random.default_rng(seed)

@@ -9,11 +9,9 @@ so ``import judge.distributed`` is light.
   builds (or loads) its `judge.Classifier` once, in ``__init__``, and scores
   the batches Ray gives it. Output rows keep every input column and add
   ``label``, ``confidence``, ``abstained`` and ``probabilities``.
-- `classify_files`: the same over parquet / CSV / JSONL files or folders,
-  written as parquet.
+- `classify_files` / `read_inputs`: the same over parquet / CSV / JSONL files
+  or folders (found by `judge.io.expand_inputs`), written as parquet.
 - `decide_dataset`: typed questions (`judge.decisions`) about a state column.
-- `add_batch_parser` / `cmd_batch`: the ``judge batch`` command (the lead wires
-  them into ``judge.cli``).
 - `serve_app` / `build_app` / `app_builder`: the FastAPI app of
   `judge.server.create_app` as a Ray Serve deployment with N replicas, each
   loading the model once (``serve run judge.distributed:app_builder``).
@@ -35,16 +33,15 @@ Rows are scored exactly as `judge.Classifier.predict_proba` scores them in one
 process: with ``batch_invariant=True`` bit for bit, otherwise up to float
 rounding of the batch composition (about 1e-6).
 
-What it deliberately does not do: start or configure a Ray cluster
-(``ray.init`` is the caller's, or Ray's default local cluster), pass loaded
-model objects to actors (give a hub id, a folder or None), or retry work
-itself (Ray restarts a dead actor and resubmits its batch; ``max_retries``
-bounds that).
+What it deliberately does not do: parse command lines (``judge batch`` is
+`judge.cli.batch`), start or configure a Ray cluster (``ray.init`` is the
+caller's, or Ray's default local cluster), pass loaded model objects to actors
+(give a hub id, a folder or None), or retry work itself (Ray restarts a dead
+actor and resubmits its batch; ``max_retries`` bounds that).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -57,8 +54,6 @@ __all__ = [
     "classify_files",
     "read_inputs",
     "decide_dataset",
-    "add_batch_parser",
-    "cmd_batch",
     "serve_app",
     "build_app",
     "app_builder",
@@ -68,8 +63,6 @@ __all__ = [
 #: Columns `classify_dataset` adds (``probabilities`` is replaced by the two ``top_`` columns with ``top_k``).
 OUTPUT_COLUMNS = ("label", "confidence", "abstained", "probabilities")
 _TOP_COLUMNS = ("top_labels", "top_probabilities")
-_READERS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "json", ".ndjson": "json",
-            ".json": "json"}
 
 
 def _ray():
@@ -82,9 +75,9 @@ def _ray():
     return ray
 
 
-def _check_model_ref(model: Any, what: str = "model") -> None:
+def _check_model_ref(model: Any) -> None:
     if model is not None and not isinstance(model, (str, os.PathLike)):
-        raise TypeError(f"{what} must be None (the packaged model), a hub id or a local folder, got "
+        raise TypeError(f"model must be None (the packaged model), a hub id or a local folder, got "
                         f"{type(model).__name__}; actors load the model themselves, so pass where it is, "
                         f"not a loaded object.")
 
@@ -116,7 +109,7 @@ class _ClassifyBatch:
             clf = Classifier(labels, model, batch_size=batch_size, batch_invariant=batch_invariant,
                              device=device, progress=False)
         if abstain and clf.threshold_ is None:
-            from judge._errors import NotCalibratedError
+            from judge import NotCalibratedError
 
             raise NotCalibratedError(
                 f"abstain=True but the classifier in {classifier_dir!r} has no abstention threshold; "
@@ -263,8 +256,7 @@ def classify_dataset(ds, *, labels=None, model=None, classifier_dir=None, text_c
 
     Examples
     --------
-    >>> import ray
-    >>> from judge.distributed import classify_dataset
+    >>> import ray                                                                # doctest: +SKIP
     >>> ds = ray.data.from_items([{"id": 0, "text": "I was charged twice"}])     # doctest: +SKIP
     >>> out = classify_dataset(ds, labels=["refund", "card_arrival"], actors=2)   # doctest: +SKIP
     >>> out.take(1)[0]["label"]                                                   # doctest: +SKIP
@@ -303,48 +295,29 @@ def classify_dataset(ds, *, labels=None, model=None, classifier_dir=None, text_c
 
 # ----------------------------------------------------------------------------- files
 
-def _expand_inputs(inputs) -> dict[str, list[str]]:
-    """Input files grouped by reader; folders are searched (not recursively) for known suffixes."""
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    inputs = list(inputs)
-    if not inputs:
-        raise ValueError("inputs is empty; pass one or more parquet, CSV or JSONL files or folders.")
-    groups: dict[str, list[str]] = {}
-    for spec in inputs:
-        p = Path(spec).expanduser()
-        if p.is_dir():
-            files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in _READERS)
-            if not files:
-                raise FileNotFoundError(f"input folder {str(spec)!r} holds no {sorted(set(_READERS))} files; "
-                                        f"pass files, or a folder with some.")
-        elif p.is_file():
-            if p.suffix.lower() not in _READERS:
-                raise ValueError(f"input {str(spec)!r} has suffix {p.suffix!r}; valid suffixes are "
-                                 f"{sorted(_READERS)} (parquet, CSV, JSON lines).")
-            files = [p]
-        else:
-            raise FileNotFoundError(f"input {str(spec)!r} does not exist (looked in {str(p.resolve().parent)!r}); "
-                                    f"check the path.")
-        for f in files:
-            groups.setdefault(_READERS[f.suffix.lower()], []).append(str(f.resolve()))
-    return groups
-
-
 def read_inputs(inputs):
     """One Ray Dataset over parquet, CSV and JSONL files or folders (``ray.data.read_*``, unioned).
 
     Parameters
     ----------
     inputs : str, os.PathLike or list of them
+        Checked and grouped by `judge.io.expand_inputs` (which raises on a
+        missing path or an unknown suffix) before Ray reads anything.
 
     Returns
     -------
     ray.data.Dataset
+
+    Examples
+    --------
+    >>> read_inputs(["tickets.csv", "more/"]).columns()      # doctest: +SKIP
+    ['id', 'text', 'source']
     """
+    from judge.io import expand_inputs
+
     ray = _ray()
     readers = {"parquet": ray.data.read_parquet, "csv": ray.data.read_csv, "json": ray.data.read_json}
-    parts = [readers[kind](files) for kind, files in _expand_inputs(inputs).items()]
+    parts = [readers[kind](files) for kind, files in expand_inputs(inputs).items()]
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
@@ -483,104 +456,6 @@ def decide_dataset(ds, questions: Mapping[str, Any], *, state_column: str = "sta
             None if calibration is None else str(calibration), state_column, device)
     return ds.map_batches(_DecideBatch, batch_size=batch_size, batch_format="pyarrow",
                           fn_constructor_args=args, **kwargs)
-
-
-# ----------------------------------------------------------------------------- CLI hook
-
-def add_batch_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``judge batch`` to the ``judge`` command's subparsers.
-
-    ``judge batch INPUT... (--labels FILE|a,b,c | --classifier DIR) [--model M]
-    [--text-column text] [--actors N] [--batch-size B] [--top-k K] [--abstain]
-    --output DIR``
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        From ``parser.add_subparsers()``.
-
-    Returns
-    -------
-    argparse.ArgumentParser
-        The ``batch`` parser (``func=cmd_batch`` is set).
-
-    Examples
-    --------
-    >>> import argparse
-    >>> p = argparse.ArgumentParser(prog="judge")
-    >>> _ = add_batch_parser(p.add_subparsers(dest="command"))
-    >>> a = p.parse_args(["batch", "in.csv", "--labels", "a,b", "--output", "out"])
-    >>> a.inputs, a.labels, a.actors
-    (['in.csv'], 'a,b', 1)
-    """
-    b = subparsers.add_parser("batch", help="classify parquet/CSV/JSONL files on a Ray cluster; writes parquet",
-                              description="Classify parquet, CSV or JSONL files (or folders of them) with a pool "
-                                          "of Ray actors and write parquet: the input columns plus label, "
-                                          "confidence, abstained and probabilities.")
-    b.add_argument("inputs", nargs="+", metavar="INPUT", help="parquet, .csv or .jsonl files, or folders of them")
-    src = b.add_mutually_exclusive_group(required=True)
-    src.add_argument("--labels", help="file (one label per line, or a JSON list) or comma-separated labels")
-    src.add_argument("--classifier", help="directory of a saved (calibrated) classifier")
-    b.add_argument("--model", default=None, help="hub id, folder, or smollm2-135m-instruct (default)")
-    b.add_argument("--text-column", default="text")
-    b.add_argument("--actors", type=int, default=1, help="Ray actors, each holding one model")
-    b.add_argument("--batch-size", type=int, default=16)
-    b.add_argument("--num-cpus-per-actor", type=float, default=1)
-    b.add_argument("--num-gpus-per-actor", type=float, default=0)
-    b.add_argument("--top-k", type=int, default=None, help="write the k most probable labels instead of all K")
-    b.add_argument("--abstain", action="store_true", help="null label below the calibrated threshold (--classifier)")
-    b.add_argument("--batch-invariant", action="store_true", help="bit-identical scores whatever the batches")
-    b.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
-    b.add_argument("--output", "-o", required=True, help="output folder for the parquet files (new or empty)")
-    b.set_defaults(func=cmd_batch)
-    return b
-
-
-def cmd_batch(args) -> int:
-    """Run ``judge batch`` (see `add_batch_parser`); every input is checked before Ray starts.
-
-    Returns
-    -------
-    int
-        0 on success (errors exit with a message naming the input and the fix).
-    """
-    try:
-        groups = _expand_inputs(args.inputs)
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"judge batch: {e}") from None
-    out = Path(args.output).expanduser()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise SystemExit(f"judge batch: --output {args.output!r} exists and is not an empty folder; pass a new "
-                         f"or empty folder (nothing is overwritten).")
-    labels = None
-    if args.labels is not None:
-        from judge.cli import _read_labels
-
-        labels = _read_labels(args.labels)
-    elif not (Path(args.classifier) / "classifier.json").is_file():
-        raise SystemExit(f"judge batch: --classifier {args.classifier!r} has no classifier.json; pass the folder "
-                         f"written by Classifier.save() (e.g. OUT/classifier of judge evaluate).")
-    if args.abstain and args.classifier is None:
-        raise SystemExit("judge batch: --abstain needs a calibrated --classifier DIR (its threshold); "
-                         "drop --abstain or pass --classifier.")
-    ray = _ray()
-    if not ray.is_initialized():
-        local = None
-        if args.address is None:  # a local cluster: the actors' CPUs plus one for reading and writing files
-            need = args.actors * args.num_cpus_per_actor + 1
-            local = max(os.cpu_count() or 1, int(np.ceil(need)))
-        ray.init(address=args.address, num_cpus=local, include_dashboard=False, log_to_driver=False)
-    files = [f for fs in groups.values() for f in fs]
-    try:
-        classify_files(files, out, labels=labels, model=args.model, classifier_dir=args.classifier,
-                       text_column=args.text_column, batch_size=args.batch_size, actors=args.actors,
-                       num_cpus_per_actor=args.num_cpus_per_actor, num_gpus_per_actor=args.num_gpus_per_actor,
-                       top_k=args.top_k, abstain=args.abstain, batch_invariant=args.batch_invariant)
-    except (ValueError, TypeError) as e:
-        raise SystemExit(f"judge batch: {e}") from None
-    n = sum(1 for _ in out.glob("*.parquet"))
-    print(f"judge batch: wrote {n} parquet file(s) to {str(out)!r}")
-    return 0
 
 
 # ----------------------------------------------------------------------------- Ray Serve

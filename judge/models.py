@@ -21,7 +21,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "cache_dir", "load_model", "resolve_device", "weights_fingerprint"]
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "cache_dir", "load_model", "packaged_model_dir", "resolve_device",
+           "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,48 @@ def _packaged_converted(which: str = PACKAGED_MODEL) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
+    """The folder of a packaged model converted to safetensors (converted on first use), for other loaders.
+
+    The folder holds ``config.json``, the weights and the tokenizer, loadable by
+    ``transformers.AutoModelForCausalLM.from_pretrained`` or any tool that reads
+    a Hugging Face folder (e.g. a peer library in a benchmark).
+
+    Parameters
+    ----------
+    which : {"smollm2-135m-instruct", "gemma3-270m"}
+        `PACKAGED_MODEL` (or one of its aliases, e.g. ``"smollm2"``) or `GEMMA_MODEL`.
+
+    Returns
+    -------
+    pathlib.Path
+        Under ``cache_dir() / "models"``.
+
+    Raises
+    ------
+    ValueError
+        ``which`` names no packaged model.
+    ModuleNotFoundError
+        The package that ships the model is not installed.
+
+    Examples
+    --------
+    >>> folder = packaged_model_dir()                      # doctest: +SKIP
+    >>> sorted(p.name for p in folder.glob("*.json"))[:2]  # doctest: +SKIP
+    ['config.json', 'generation_config.json']
+    >>> packaged_model_dir("gpt2")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'gpt2' is not a packaged model; valid names are ['gemma3-270m', 'smollm2-135m-instruct'] (or their aliases).
+    """
+    if which in _ALIASES:
+        return _packaged_converted(PACKAGED_MODEL)
+    if which in _GEMMA_ALIASES:
+        return _packaged_converted(GEMMA_MODEL)
+    raise ValueError(f"{which!r} is not a packaged model; valid names are {sorted([PACKAGED_MODEL, GEMMA_MODEL])} "
+                     f"(or their aliases).")
 
 
 def load_model(model=None, tokenizer=None, *, device=None, dtype=None):

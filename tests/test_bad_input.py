@@ -33,11 +33,11 @@ def test_missing_labels_file_is_an_error_not_a_label(spec, tmp_path, monkeypatch
 
 
 def test_comma_list_with_a_suffix_is_labels(tmp_path, monkeypatch, capsys):
-    from judge.cli import _read_labels
+    from judge.io import read_labels
 
     monkeypatch.chdir(tmp_path)
-    assert _read_labels("report.pdf,notes.txt") == ["report.pdf", "notes.txt"]
-    assert _read_labels("billing refund/return,other") == ["billing refund/return", "other"]
+    assert read_labels("report.pdf,notes.txt") == ["report.pdf", "notes.txt"]
+    assert read_labels("billing refund/return,other") == ["billing refund/return", "other"]
 
 
 def test_single_label_is_an_error(tmp_path, monkeypatch):
@@ -69,11 +69,11 @@ def test_labels_file_problems(tmp_path, monkeypatch):
 
 
 def test_labels_file_bom_is_not_part_of_the_first_label(tmp_path):
-    from judge.cli import _read_labels
+    from judge.io import read_labels
 
     path = tmp_path / "labels.txt"
     path.write_bytes("\ufeffyes\nno\n".encode())
-    assert _read_labels(str(path)) == ["yes", "no"]
+    assert read_labels(str(path)) == ["yes", "no"]
 
 
 def test_lookalike_labels_in_a_file_are_refused(tmp_path):
@@ -124,12 +124,12 @@ def test_csv_junk_after_quote_ragged_rows_and_empty_cells(tmp_path):
 
 
 def test_multiline_quoted_field_keeps_line_numbers(tmp_path):
-    from judge.cli import _read_texts
+    from judge.io import InputError, read_texts
 
     body = 'text\n"two\nlines"\n"x""y"\n'
-    assert _read_texts(io.StringIO(body), "text", "csv") == ["two\nlines", 'x"y']
-    with pytest.raises(SystemExit, match=r"line 4 of the input \(stdin\) has an empty 'text' cell"):
-        _read_texts(io.StringIO('text\n"two\nlines"\n""\n'), "text", "csv")
+    assert read_texts(io.StringIO(body), column="text", fmt="csv") == ["two\nlines", 'x"y']
+    with pytest.raises(InputError, match=r"^line 4 of the input \(stdin\) has an empty 'text' cell"):
+        read_texts(io.StringIO('text\n"two\nlines"\n""\n'), column="text", fmt="csv")
 
 
 def test_jsonl_bad_records(tmp_path):

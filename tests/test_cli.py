@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from judge.cli import main
+from judge.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
+COMMANDS = ["predict", "evaluate", "bench", "serve", "calibrate-decisions", "batch"]
 
 
 def test_predict_from_stdin_lines(tiny_dir, monkeypatch, capsys):
@@ -51,6 +58,12 @@ def test_evaluate_writes_report(tiny_dir, datasets_dir, tmp_path, capsys):
     for f in ("predictions.csv", "reliability.png", "risk_coverage.png", "classifier/classifier.json"):
         assert (out / f).exists(), f
     assert "judge evaluate" in capsys.readouterr().out
+    # what evaluate wrote (score checkpoints, the saved classifier) is what bench/calibration_variants.py reads
+    from bench.calibration_variants import main as bias_variants
+
+    bias_variants(["--results", str(tmp_path), "--data-dir", str(datasets_dir), "--json", str(tmp_path / "v.json")])
+    rows = json.loads((tmp_path / "v.json").read_text())
+    assert {r["bias"] for r in rows} >= {"none", "batch"} and {r["dataset"] for r in rows} == {"trec"}
     # a second run resumes from the saved scores and gives the same report
     main([a for a in args if a not in ("--baseline", "generate")])
     again = json.loads((out / "metrics.json").read_text())
@@ -62,3 +75,52 @@ def test_bench_runs(capsys):
 
     main(["bench", "--tokenizer", str(shared_path("tokenizers", "gpt2")), "--k", "10,100", "--repeats", "1"])
     assert "K=100" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- the parser, no model
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    assert f"usage: judge {command}" in capsys.readouterr().out
+
+
+def test_python_m_runs_and_the_parser_imports_no_model_library():
+    code = ("import sys, judge.cli, judge.io, judge.evaluation; judge.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'sklearn', 'matplotlib', 'ray', "
+            "'fastapi', 'uvicorn') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+    out = subprocess.run([sys.executable, "-m", "judge.cli", "--help"], capture_output=True, text=True, cwd=REPO,
+                         env=env, timeout=120)
+    assert out.returncode == 0 and all(c in out.stdout for c in COMMANDS), out.stderr
+
+
+def test_input_errors_exit_with_the_prefix_before_any_model_loads():
+    with pytest.raises(SystemExit, match=r"^judge: --labels 'only' gave a single label 'only'"):
+        main(["predict", "--labels", "only", "--model", "/nonexistent/model"])
+    with pytest.raises(SystemExit, match=r"^judge predict: pass --labels FILE\|a,b,c"):
+        main(["predict", "--model", "/nonexistent/model"])
+
+
+def test_serve_and_calibrate_decisions_parsers(capsys):
+    p = build_parser()
+    a = p.parse_args(["serve", "--port", "9000", "--api-key-env", "K", "--calibration", "p.json"])
+    assert (a.port, a.host, a.api_key_env, a.calibration, a.func.__name__) == (9000, "127.0.0.1", "K", "p.json",
+                                                                               "run_serve")
+    c = p.parse_args(["calibrate-decisions", "f.jsonl", "--out", "p.json"])
+    assert c.func.__name__ == "run_calibrate_decisions" and c.out == "p.json" and not c.no_bias
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    os.environ.pop("JUDGE_TEST_UNSET_KEY", None)
+    assert main(["serve", "--api-key-env", "JUDGE_TEST_UNSET_KEY"]) == 2
+    assert "JUDGE_TEST_UNSET_KEY: that environment variable is unset" in capsys.readouterr().err
+
+
+def test_batch_parser_needs_labels_or_a_classifier():
+    a = build_parser().parse_args(["batch", "in.csv", "more/", "--labels", "a,b", "--output", "out"])
+    assert (a.inputs, a.labels, a.actors, a.func.__module__) == (["in.csv", "more/"], "a,b", 1, "judge.cli.batch")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["batch", "in.csv", "--output", "out"])

@@ -259,13 +259,15 @@ def test_missing_text_column_fails_with_its_name(cluster, tiny_dir):
         dist.classify_dataset(ds, labels=LABELS, model=tiny_dir).take_all()
 
 
-# ----------------------------------------------------------------------------- CLI hook
+# ----------------------------------------------------------------------------- judge batch
 
 def _parser():
     import argparse
 
+    from judge.cli import batch
+
     p = argparse.ArgumentParser(prog="judge")
-    dist.add_batch_parser(p.add_subparsers(dest="command", required=True))
+    batch.add_parser(p.add_subparsers(dest="command", required=True))
     return p
 
 
@@ -332,10 +334,43 @@ def test_decide_dataset_matches_decider(cluster, tiny_dir):
 
 # ----------------------------------------------------------------------------- Ray Serve
 
+#: Seconds the Ray Serve test may wait for Serve, its proxy and both replicas to come up. Generous:
+#: on a loaded machine they take minutes, and the test checks answers, not start-up speed.
+SERVE_TIMEOUT_S = float(os.environ.get("JUDGE_TEST_SERVE_TIMEOUT_S", "900"))
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _start_serve(port, deadline):
+    """``serve.start``, retried until ``deadline``: Serve waits a fixed 60 s for its HTTP proxy.
+
+    A start that times out leaves the controller and the proxy starting; the next call connects
+    to them, so the loop ends once the controller answers, and the HTTP polling waits for the rest.
+    """
+    from ray import serve
+
+    while True:
+        try:
+            return serve.start(http_options={"host": "127.0.0.1", "port": port})
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def _poll(fn, deadline, what):
+    """Call ``fn() -> (done, value)`` every second until done or ``deadline`` (time.monotonic); the value."""
+    value = None
+    while time.monotonic() < deadline:
+        done, value = fn()
+        if done:
+            return value
+        time.sleep(1)
+    pytest.fail(f"{what} within {SERVE_TIMEOUT_S:.0f} s (set JUDGE_TEST_SERVE_TIMEOUT_S to wait longer); "
+                f"last: {value!r:.300}")
 
 
 def test_serve_two_replicas_answer_systemone(cluster, tiny_dir):
@@ -346,21 +381,26 @@ def test_serve_two_replicas_answer_systemone(cluster, tiny_dir):
     from judge.decisions import Decider, YesNo
 
     port = _free_port()
+    deadline = time.monotonic() + SERVE_TIMEOUT_S
     try:
-        dist.serve_app(tiny_dir, replicas=2, port=port, num_cpus_per_replica=0.5)
+        _start_serve(port, deadline)
+        try:
+            dist.serve_app(tiny_dir, replicas=2, port=port, num_cpus_per_replica=0.5)
+        except TimeoutError:
+            pass  # the app is deployed; Serve's own 60 s wait for its proxy ran out: the polling below waits on
         url = f"http://127.0.0.1:{port}"
         body = {"model": "jev-latest", "state": "I was charged twice",
                 "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}
-        deadline, r = time.time() + 60, None
-        while time.time() < deadline:
+
+        def answer():
             try:
-                r = httpx.post(url + "/v1/systemone", json=body, timeout=30)
-                if r.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        assert r is not None and r.status_code == 200, r and r.text
+                r = httpx.post(url + "/v1/systemone", json=body, timeout=60)
+            except httpx.HTTPError as e:
+                return False, f"{type(e).__name__}: {e}"
+            return r.status_code == 200, r
+
+        r = _poll(answer, deadline, "no 200 answer from /v1/systemone")
+        assert r.status_code == 200, r.text
         want = Decider(tiny_dir).ask("I was charged twice", {"refund": YesNo("Refund?")})["refund"].noul
         np.testing.assert_allclose(r.json()["answers"]["refund"]["noul"], want, atol=1e-5)
         assert httpx.get(url + "/v1/models", timeout=30).status_code == 200
@@ -373,7 +413,10 @@ def test_serve_two_replicas_answer_systemone(cluster, tiny_dir):
                 res = client.system_one(state="I was charged twice", questions={"refund": ts.Noul(instructions="Refund?")},
                                         model="jev-latest")
             assert res.nouls["refund"].noul == r.json()["answers"]["refund"]["noul"]
-        st = serve.status().applications["judge"].deployments["judge_decisions"]
-        assert st.replica_states.get("RUNNING", 0) == 2
+
+        def running():
+            return serve.status().applications["judge"].deployments["judge_decisions"].replica_states.get("RUNNING", 0)
+
+        assert _poll(lambda: (running() == 2, running()), deadline, "fewer than 2 replicas RUNNING") == 2
     finally:
         serve.shutdown()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from judge import Classifier, NotCalibratedError
-from judge.calibrator import Calibration
+from judge.calibration.state import Calibration
 from judge.prompts import PromptTemplate
 
 LABELS = ["card_arrival", "exchange_rate", "pin_blocked", "top_up_failed"]
@@ -208,17 +208,17 @@ def test_calibration_object_refuses_bad_values():
 
 
 def test_evaluate_cache_key_covers_what_changes_scores(tiny_llama, tmp_path):
-    from judge.cli import _scores_with_checkpoint
+    from judge.evaluation import score_with_checkpoint
 
     texts = TEST
     a = _clf(tiny_llama)
-    s1 = _scores_with_checkpoint(a, texts, tmp_path / "s.npy")
+    s1 = score_with_checkpoint(a, texts, tmp_path / "s.npy")
     b = _clf(tiny_llama, label_names={"card_arrival": "parcel delay"})  # another first token: other scores
-    s2 = _scores_with_checkpoint(b, texts, tmp_path / "s.npy")  # same path, other label names: rescored
+    s2 = score_with_checkpoint(b, texts, tmp_path / "s.npy")  # same path, other label names: rescored
     np.testing.assert_allclose(s2, b.decision_function(texts), atol=1e-6)
     assert not np.allclose(s1, s2)
     c = _clf(tiny_llama)
-    np.testing.assert_array_equal(_scores_with_checkpoint(c, texts, tmp_path / "s2.npy"), s1)
+    np.testing.assert_array_equal(score_with_checkpoint(c, texts, tmp_path / "s2.npy"), s1)
 
 
 def test_fingerprint_changes_with_the_weights(tiny_llama):

@@ -1,14 +1,13 @@
-"""``judge serve`` and ``judge calibrate-decisions``: parsers and handlers for judge/cli.py to hook in.
+"""``judge serve`` and ``judge calibrate-decisions``: the decisions HTTP API and its calibration profile.
 
-Hook (in ``judge/cli.py``)::
-
-    from judge.server.cli import add_serve_parsers
-    add_serve_parsers(subparsers)          # adds "serve" and "calibrate-decisions"
-    ...
-    args.func(args)                        # each subparser sets func
-
-or run them directly: ``serve_main(argv)``, ``calibrate_decisions_main(argv)``.
+``judge serve`` builds a `judge.decisions.Decider` and serves
+`judge.server.app.create_app` with uvicorn (``/v1/systemone``,
+``/v1/decisions``, ``/v1/models``); ``judge calibrate-decisions`` fits a
+profile with `judge.decisions.calibrate_decisions` from labelled JSONL.
 FastAPI and uvicorn are imported only when ``serve`` runs (the ``[serve]`` extra).
+
+What it deliberately does not do: define routes or wire models (`judge.server`
+does), or score anything itself (`judge.decisions` does).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import argparse
 import os
 import sys
 
-__all__ = ["add_serve_parsers", "serve_main", "calibrate_decisions_main", "run_serve", "run_calibrate_decisions"]
+__all__ = ["add_parsers", "run_serve", "run_calibrate_decisions"]
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -44,8 +43,29 @@ def _calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-bias", action="store_true", help="fit temperatures only")
 
 
+def add_parsers(subparsers) -> None:
+    """Add ``serve`` and ``calibrate-decisions`` to the ``judge`` command's subparsers (each sets ``func``).
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser(prog="judge")
+    >>> add_parsers(p.add_subparsers(dest="command"))
+    >>> a = p.parse_args(["serve", "--port", "9000", "--api-key-env", "K"])
+    >>> a.port, a.host, a.api_key_env, a.func.__name__
+    (9000, '127.0.0.1', 'K', 'run_serve')
+    >>> p.parse_args(["calibrate-decisions", "f.jsonl", "--out", "p.json"]).func.__name__
+    'run_calibrate_decisions'
+    """
+    s = subparsers.add_parser("serve", help="serve /v1/systemone, /v1/decisions and /v1/models over HTTP")
+    _serve_args(s)
+    s.set_defaults(func=run_serve)
+    c = subparsers.add_parser("calibrate-decisions", help="fit a decision calibration profile from labelled JSONL")
+    _calibrate_args(c)
+    c.set_defaults(func=run_calibrate_decisions)
+
+
 def run_serve(args: argparse.Namespace) -> int:
-    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests finish first)."""
+    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests finish first); 2 on a setup error."""
     try:
         import uvicorn
 
@@ -73,7 +93,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_calibrate_decisions(args: argparse.Namespace) -> int:
-    """Fit and write a decision calibration profile; prints a summary."""
+    """Fit and write a decision calibration profile; prints a summary; returns 0."""
     from judge.decisions import Decider, calibrate_decisions
 
     cal = calibrate_decisions(args.file, Decider(args.model, device=args.device), bias=not args.no_bias)
@@ -81,31 +101,3 @@ def run_calibrate_decisions(args: argparse.Namespace) -> int:
     temps = ", ".join(f"{k}={v:.3f}" for k, v in sorted(cal.temperature.items()))
     print(f"wrote {path}: temperature {temps}; noul bias {cal.noul_bias:+.3f}; n {cal.meta.get('n')}")
     return 0
-
-
-def add_serve_parsers(subparsers) -> None:
-    """Add ``serve`` and ``calibrate-decisions`` to an argparse subparsers object (each sets ``func``)."""
-    s = subparsers.add_parser("serve", help="serve /v1/systemone, /v1/decisions and /v1/models over HTTP")
-    _serve_args(s)
-    s.set_defaults(func=run_serve)
-    c = subparsers.add_parser("calibrate-decisions", help="fit a decision calibration profile from labelled JSONL")
-    _calibrate_args(c)
-    c.set_defaults(func=run_calibrate_decisions)
-
-
-def serve_main(argv=None) -> int:
-    """``judge serve [--model M] [--host H] [--port P] [--api-key-env VAR] [--calibration PROFILE]``."""
-    p = argparse.ArgumentParser(prog="judge serve")
-    _serve_args(p)
-    return run_serve(p.parse_args(argv))
-
-
-def calibrate_decisions_main(argv=None) -> int:
-    """``judge calibrate-decisions FILE --out PROFILE [--model M]``."""
-    p = argparse.ArgumentParser(prog="judge calibrate-decisions")
-    _calibrate_args(p)
-    return run_calibrate_decisions(p.parse_args(argv))
-
-
-if __name__ == "__main__":  # python -m judge.server.cli [args]: serve
-    raise SystemExit(serve_main())

@@ -1,0 +1,88 @@
+"""The ``judge`` command: ``predict``, ``evaluate``, ``bench``, ``batch``, ``serve``, ``calibrate-decisions``.
+
+One module per subcommand, each with ``add_parser(subparsers)`` and ``run(args)``
+(`judge.cli.serve` adds two commands):
+
+- ``judge predict`` (`judge.cli.predict`) classifies texts from a file or stdin
+  and writes JSONL;
+- ``judge evaluate`` (`judge.cli.evaluate`) runs a dataset end to end
+  (`judge.evaluation.evaluate`) and writes ``metrics.json``, ``predictions.csv``
+  and plots;
+- ``judge bench`` (`judge.cli.bench`) times the trie automaton on a tokenizer;
+- ``judge batch`` (`judge.cli.batch`) classifies files on a Ray cluster
+  (`judge.distributed`);
+- ``judge serve`` and ``judge calibrate-decisions`` (`judge.cli.serve`) serve
+  and calibrate the decisions API (`judge.server`, `judge.decisions`).
+
+Run ``judge COMMAND --help``. Building the parser imports no model library:
+torch, transformers, Ray and FastAPI load only when a command runs.
+
+What it deliberately does not do: read input (`judge.io`), compute metrics
+(`judge.evaluation`) or touch Ray (`judge.distributed`) itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from judge.cli import batch, bench, evaluate, predict, serve
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``judge`` argument parser, every subcommand included (each sets ``func``).
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["predict", "--labels", "a,b"])
+    >>> args.command, args.func.__module__
+    ('predict', 'judge.cli.predict')
+    """
+    p = argparse.ArgumentParser(prog="judge", description="Zero-shot classification with a causal LM over a label trie.")
+    sub = p.add_subparsers(dest="command", required=True)
+    predict.add_parser(sub)
+    evaluate.add_parser(sub)
+    bench.add_parser(sub)
+    serve.add_parsers(sub)  # integrations at the edge: FastAPI / Ray are imported only when run
+    batch.add_parser(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``judge`` console script.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Default: ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status (errors in the input raise ``SystemExit`` with a message).
+
+    Examples
+    --------
+    >>> main(["bench", "--tokenizer", "gpt2", "--k", "10"])     # doctest: +SKIP
+    <BLANKLINE>
+    judge bench (gpt2)
+    ...
+    0
+
+    Input errors exit with the fix, before any model is loaded:
+
+    >>> main(["predict", "--labels", "positive"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: judge: --labels 'positive' gave a single label 'positive'; a classifier needs at least two (with one, every text gets it). Pass a file (one per line, or a JSON list) or a comma list a,b,c.
+    """
+    args = build_parser().parse_args(argv)
+    if getattr(args, "bias", None) == "none":
+        args.bias = None
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

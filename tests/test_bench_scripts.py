@@ -1,0 +1,199 @@
+"""Every benchmark script answers ``--help`` quickly, and runs for real on a tiny model.
+
+``--help`` runs each ``bench/*.py`` in a subprocess from the repository root, as a
+user would. The real runs are each script's smallest: the random-weight model of
+``--model tiny`` (`bench._common.load_bench_model`), a handful of texts, outputs
+in a temporary folder. Most run in this process through the script's ``main(argv)``
+(a second or two each once the tiny model is built; the torch thread count a script
+sets is restored). Runs that need a subprocess or a Ray cluster take longer and are
+marked ``slow``. The numbers the runs print mean nothing: they show that the
+scripts still work against the library's public names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import shared_path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py") if not p.name.startswith("_"))
+
+
+def _subprocess(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def _main(name: str, *argv: str):
+    """``bench/NAME.py ARGV`` in this process; the torch thread count it sets is put back."""
+    import torch
+
+    mod = importlib.import_module(f"bench.{name}")
+    threads = torch.get_num_threads()
+    try:
+        return mod.main([str(a) for a in argv])
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny(smollm2):
+    """The ``--model tiny`` pair, built once (its tokenizer is the packaged model's)."""
+    from bench._common import load_bench_model
+
+    return load_bench_model("tiny")
+
+
+# ----------------------------------------------------------------------------- --help, every script
+def test_every_script_is_listed():
+    assert {"accuracy.py", "engine.py", "masks.py", "throughput.py", "serve.py"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help(script):
+    out = _subprocess(f"bench/{script}", "--help", timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "usage:" in out.stdout
+
+
+# ----------------------------------------------------------------------------- no model
+def test_report_renders_the_committed_results(capsys):
+    _main("report")
+    out = capsys.readouterr().out
+    assert "### Masks" in out and "### Throughput" in out
+
+
+def test_calibration_variants_skips_folders_without_a_calibrated_run(tmp_path, capsys):
+    (tmp_path / "not_a_run").mkdir()
+    _main("calibration_variants", "--results", tmp_path, "--json", tmp_path / "v.json")
+    assert capsys.readouterr().out.split() == "dataset bias T acc ECE ECE(q) NLL".split()
+    assert json.loads((tmp_path / "v.json").read_text()) == []  # tests/test_cli.py runs it on a real run
+
+
+def test_gpu_says_there_is_no_device(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: bench/gpu.py would run in full")
+    assert _main("gpu") == 0
+    assert "no CUDA device here" in capsys.readouterr().out
+
+
+def test_token_classes(tmp_path):
+    _main("token_classes", "--tokenizers", "gpt2", "--root", shared_path("tokenizers"), "--k", "10",
+          "--repeats", "1", "--json", tmp_path / "tc.json")
+    (rec,) = json.loads((tmp_path / "tc.json").read_text())
+    assert rec["tokenizer"] == "gpt2" and rec["K"] == 10 and 1 < rec["classes"] < rec["vocab"]
+
+
+@pytest.mark.slow
+def test_masks_ours(tmp_path):
+    out = _subprocess("bench/masks.py", "--tokenizer", str(shared_path("tokenizers", "gpt2")), "--k", "10",
+                      "--peers", "", "--families", "tools,icd", "--repeats", "1", "--walk-steps", "20",
+                      "--json", str(tmp_path / "m.json"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    recs = json.loads((tmp_path / "m.json").read_text())
+    assert [(r["family"], r["status"]) for r in recs] == [("tools", "ok"), ("icd", "ok")]
+    assert all(r["fill_kernel_us"] > 0 for r in recs)
+
+
+# ----------------------------------------------------------------------------- --model tiny
+def test_accuracy_score_is_cached_and_resumes(tiny, datasets_dir, tmp_path):
+    from bench._accuracy_cache import load_scores, variant_scores
+
+    args = ["score", "--dataset", "trec", "--chunk", "2", "--model", "tiny", "--cache", tmp_path,
+            "--data-dir", datasets_dir]
+    _main("accuracy", *args, "--n", "4")
+    s4, meta = load_scores(tmp_path, "tiny", "trec", "default", "validation")
+    assert s4.shape == (4, 6) and meta["labels"] and len(meta["columns"]) == 6
+    _main("accuracy", *args, "--n", "6")  # two more rows; the first four are read back
+    s6, cf, meta = variant_scores(tmp_path, "tiny", "trec", "default", "validation")
+    assert s6.shape == (6, 6) and cf.shape == (3, 6) and meta["seconds_per_text"] > 0
+    assert (s6[:4] == s4).all()
+
+
+def test_throughput(tiny, datasets_dir, tmp_path):
+    peers = "generate" if importlib.util.find_spec("xgrammar") else "none"
+    assert _main("throughput", "--model", "tiny", "--data-dir", datasets_dir, "--n", "2", "--repeats-ours", "1",
+                 "--peers", peers, "--n-generate", "1", "--json", tmp_path / "t.json") == 0
+    recs = {r["engine"]: r for r in json.loads((tmp_path / "t.json").read_text())}
+    assert recs["ours"]["status"] == "ok" and recs["ours"]["texts_per_s"] > 0
+    assert all(r["status"] == "ok" for r in recs.values()), recs
+
+
+@pytest.mark.slow
+def test_throughput_against_per_label_and_cappr(smollm2, datasets_dir, tmp_path):
+    if importlib.util.find_spec("cappr") is None:  # not importorskip: cappr imports only after the script's shims
+        pytest.skip("cappr is not installed (the [bench] extra)")
+    out = _subprocess("bench/throughput.py", "--model", "tiny", "--data-dir", str(datasets_dir), "--n", "2",
+                      "--repeats-ours", "1", "--peers", "per-label,cappr", "--n-per-label", "1", "--n-cappr", "2",
+                      "--json", str(tmp_path / "t.json"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    recs = {r["engine"]: r for r in json.loads((tmp_path / "t.json").read_text())}
+    assert [recs[e]["status"] for e in ("ours", "per-label", "cappr")] == ["ok"] * 3
+    assert recs["ours"]["agreement_with_per_label"] == 1.0 and recs["ours"]["max_abs_logprob_diff"] < 1e-4
+
+
+def test_engine_exactness_and_throughput(tiny, datasets_dir, tmp_path):
+    _main("engine", "exactness", "--archs", "llama", "--skip-real", "--skip-gemma", "--json", tmp_path / "e.json")
+    rep = json.loads((tmp_path / "e.json").read_text())
+    assert rep["silent_mismatches"] == 0 and [r["arch"] for r in rep["records"]] == ["llama"]
+    _main("engine", "throughput", "--model", "tiny", "--data-dir", datasets_dir, "--n", "4", "--before", "",
+          "--json", tmp_path / "t.json")
+    variants = json.loads((tmp_path / "t.json").read_text())["variants"]
+    assert variants["predict (bounded)"]["argmax_identical"] == 4 and "bare forward" in variants
+
+
+def test_huge_k(tiny, tmp_path):
+    _main("huge_k", "--model", "tiny", "--k", "20", "--n", "1", "--json", tmp_path / "h.json")
+    rec = json.loads((tmp_path / "h.json").read_text())
+    assert rec["K"] == 20 and rec["valid"] and len(rec["predictions"]) == 1
+
+
+def test_injection(tiny, datasets_dir, tmp_path):
+    assert _main("injection", "--model", "tiny", "--data-dir", datasets_dir, "--labels", "2", "--per-label", "1",
+                 "--check-per-label", "0", "--out", tmp_path / "i.json") == 0
+    res = json.loads((tmp_path / "i.json").read_text())
+    assert res["n_texts"] == 2 and res["special_tokens"]["forged_text_adds_no_special_ids"]
+
+
+def test_serve(tiny, tmp_path):
+    for mod in ("fastapi", "uvicorn", "httpx"):
+        pytest.importorskip(mod)
+    assert _main("serve", "--model", "tiny", "--requests", "2", "--concurrency", "1", "--questions", "2",
+                 "--repeats", "1", "--json", tmp_path / "s.json") == 0
+    rec = json.loads((tmp_path / "s.json").read_text())
+    assert rec["levels"][0]["requests"] == 2 and rec["q_vs_separate"]["questions"] == 2
+
+
+def test_serve_peers(tiny, tmp_path):
+    pytest.importorskip("sys1bench")
+    assert _main("serve_peers", "--model", "tiny", "--n", "1", "--generators", "support_tickets",
+                 "--calibration-n", "0", "--json", tmp_path / "p.json") == 0
+    assert "trie-judge" in json.loads((tmp_path / "p.json").read_text())["results"]
+
+
+def test_serve_suites(tiny, tmp_path):
+    pytest.importorskip("sys1bench")
+    for mod in ("fastapi", "uvicorn", "httpx"):
+        pytest.importorskip(mod)
+    assert _main("serve_suites", "--model", "tiny", "--n", "1", "--generators", "support_tickets", "--framings",
+                 "f0", "--perms", "0", "--json", tmp_path / "s.json") == 0
+    assert "support_tickets" in json.loads((tmp_path / "s.json").read_text())["sys1bench"]
+
+
+@pytest.mark.slow
+def test_ray_batch(smollm2, datasets_dir, tmp_path):
+    pytest.importorskip("ray")
+    out = _subprocess("bench/ray_batch.py", "--model", "tiny", "--data-dir", str(datasets_dir), "--n", "4",
+                      "--actors", "1", "--json", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    recs = json.loads((tmp_path / "r.json").read_text())["records"]
+    assert [r["engine"] for r in recs] == ["single-process", "ray-1"] and recs[1]["agree_with_single"] == 1.0
