@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -30,8 +29,8 @@ httpx = pytest.importorskip("httpx")
 from judge.decisions import Decider, DecisionCalibration  # noqa: E402
 from judge.server.app import ServerConfig, create_app  # noqa: E402
 from judge.server.contract import SystemOneRequest, to_questions  # noqa: E402
+from judge.testing import Reference  # noqa: E402
 
-ENGINE = "auto"  # judge.engine.Engine when importable; "reference" for the simple scorer
 TICKET = ("Hi, I was charged twice for my March invoice (order #4471) and the refund I was promised "
           "last week still hasn't arrived. Please fix this today or I will dispute the charge.")
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
@@ -71,7 +70,7 @@ def serve(app):
 @pytest.fixture(scope="module")
 def decider(tiny_llama):
     model, tok = tiny_llama
-    return Decider(model, tok, engine=ENGINE)
+    return Decider(model, tok)
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +181,7 @@ def test_models_endpoint_says_uncalibrated(url):
 def test_calibrated_server_says_so(decider, tiny_llama, tmp_path):
     model, tok = tiny_llama
     path = DecisionCalibration({"noul": 2.0, "choice": 1.5, "score": 1.2}).save(tmp_path / "p.json")
-    d = Decider(model, tok, engine=ENGINE, calibration=path)
+    d = Decider(model, tok, calibration=path)
     with serve(create_app(d)) as (u, _):
         m = httpx.get(u + "/v1/models").json()["models"][0]
         r = post(u, body({"q": NOUL})).json()
@@ -313,9 +312,19 @@ def test_decisions_bad_requests(url):
 
 
 def test_too_many_tokens_is_413(decider):
-    with serve(create_app(decider, ServerConfig(max_state_tokens=50))) as (u, _):
+    with serve(create_app(decider, ServerConfig(max_state_tokens=100, max_request_tokens=400))) as (u, _):
         r = post(u, body({"q": NOUL}, state="word " * 200))
-    assert r.status_code == 413 and "over the 50-token budget" in r.json()["detail"]["message"]
+        many = post(u, body({f"q{i}": NOUL for i in range(30)}, state="short"))
+    assert r.status_code == 413 and "over the 100-token budget" in r.json()["detail"]["message"]
+    assert many.status_code == 413 and "over the 400-token budget" in many.json()["detail"]["message"]
+
+
+def test_usage_is_the_deciders_token_count(url, decider):
+    """usage.input_tokens is Decider.count_tokens: the scorer's own tokenizer, state counted once."""
+    qs = {"a": NOUL, "b": CHOICE, "c": SCORE}
+    r = post(url, body(qs)).json()
+    n = decider.count_tokens(TICKET, to_questions(SystemOneRequest(**body(qs))))
+    assert r["usage"]["input_tokens"] == n["total"] == n["state"] + sum(n["questions"].values())
 
 
 @pytest.mark.slow
@@ -342,20 +351,21 @@ def test_concurrent_requests_are_merged_and_isolated(decider):
             assert abs(g["answers"]["b"]["probabilities"][k] - v) <= 1e-5
 
 
-class _Slow:
-    """A scoring engine that takes a while (uniform scores), to fill the queue."""
+class _Slow(Reference):
+    """The reference scorer, slowed down and uniform, to fill the queue."""
 
-    def __init__(self, tok, delay):
-        self.tokenizer_, self.delay, self.last_usage_ = tok, delay, {"input_tokens": 1}
+    def __init__(self, model, tok, delay):
+        super().__init__(model, tok)
+        self.delay = delay
 
-    def score(self, queries):
+    def score(self, queries, *, root=None, first_token=False, batch_size=8):
         time.sleep(self.delay)
+        self.last_usage_ = {"input_tokens": 1}
         return [np.full(len(q.options), -np.log(len(q.options))) for q in queries]
 
 
 def test_full_queue_answers_429(tiny_llama):
-    _, tok = tiny_llama
-    d = Decider(engine=_Slow(tok, 0.4))
+    d = Decider(scorer=_Slow(*tiny_llama, 0.4))
     with serve(create_app(d, ServerConfig(max_queue=1, max_wait_ms=0, max_batch_questions=1))) as (u, _):
         with ThreadPoolExecutor(6) as ex:
             rs = list(ex.map(lambda i: post(u, body({"q": NOUL})), range(6)))
@@ -366,8 +376,7 @@ def test_full_queue_answers_429(tiny_llama):
 
 
 def test_graceful_shutdown_finishes_in_flight(tiny_llama):
-    _, tok = tiny_llama
-    d = Decider(engine=_Slow(tok, 1.0))
+    d = Decider(scorer=_Slow(*tiny_llama, 1.0))
     out = {}
     with serve(create_app(d)) as (u, server):
         t = threading.Thread(target=lambda: out.setdefault("r", post(u, body({"q": NOUL}))))
@@ -378,33 +387,26 @@ def test_graceful_shutdown_finishes_in_flight(tiny_llama):
     assert out["r"].status_code == 200 and 0 <= out["r"].json()["answers"]["q"]["noul"] <= 1
 
 
-def test_cli_parsers():
-    import argparse
+def test_contract_parses_questions_once_for_http_and_files():
+    """The contract's question_from_wire (calibration files) and the request model (HTTP) agree."""
+    from judge.decisions import DecisionError
+    from judge.server.contract import question_from_wire
 
-    from judge.server.cli import add_serve_parsers
-
-    p = argparse.ArgumentParser()
-    add_serve_parsers(p.add_subparsers(dest="command"))
-    a = p.parse_args(["serve", "--port", "9000", "--api-key-env", "K", "--calibration", "p.json"])
-    assert (a.port, a.host, a.api_key_env, a.calibration, a.func.__name__) == (9000, "127.0.0.1", "K", "p.json", "run_serve")
-    c = p.parse_args(["calibrate-decisions", "f.jsonl", "--out", "p.json"])
-    assert c.func.__name__ == "run_calibrate_decisions" and c.out == "p.json"
-
-
-def test_serve_refuses_an_unset_key_variable(capsys):
-    from judge.server.cli import serve_main
-
-    os.environ.pop("JUDGE_TEST_UNSET_KEY", None)
-    assert serve_main(["--api-key-env", "JUDGE_TEST_UNSET_KEY"]) == 2
-    assert "JUDGE_TEST_UNSET_KEY: that environment variable is unset" in capsys.readouterr().err
+    for wire in (NOUL, CHOICE, SCORE, {"type": "noul", "criteria": {"true": {"k": [1]}, "false": None}}):
+        assert question_from_wire(wire) == to_questions(SystemOneRequest(**body({"q": wire})))["q"]
+    with pytest.raises(DecisionError, match=r"^f.jsonl:3: criteria: a score question needs 2 to 10 levels, got 1\.$"):
+        question_from_wire({"type": "score", "criteria": ["a"]}, where="f.jsonl:3")
 
 
 def test_docstring_examples_run():
     import doctest
 
+    import judge.server
+    import judge.server.app
     import judge.server.batching
     import judge.server.contract
+    import judge.server.errors
 
-    for mod in (judge.server.batching, judge.server.contract):
+    for mod in (judge.server, judge.server.app, judge.server.batching, judge.server.contract, judge.server.errors):
         res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
-        assert res.failed == 0 and res.attempted >= 1
+        assert res.failed == 0 and res.attempted >= 1, mod.__name__

@@ -1,15 +1,26 @@
-"""``judge serve``: the System One (``/v1/systemone``) and Decisions (``/v1/decisions``) HTTP API.
+"""The System One (``/v1/systemone``) and Decisions (``/v1/decisions``) HTTP API.
 
 An integration at the edge (FastAPI + uvicorn, the ``[serve]`` extra): it
-imports `judge.decisions` and never the other way round.
+imports `judge.decisions` and never the other way round (the one exception:
+`judge.decisions.calibrate_decisions` reads wire-form questions in files with
+`contract.question_from_wire`, importing it on use).
 
-- `create_app` builds the ASGI app around a `judge.decisions.Decider`;
-- `contract` holds the pydantic models of both wire contracts;
+- `app.create_app` builds the ASGI app around a `judge.decisions.Decider`;
+- `contract` holds the pydantic models of both wire contracts and the one mapping
+  onto `judge.decisions` questions;
 - `batching.MicroBatcher` merges concurrent requests into one scoring call,
   with a bounded wait and a bounded queue (429 when full);
-- `cli` holds ``judge serve`` and ``judge calibrate-decisions``.
+- `errors` writes the contract's error bodies.
+
+``judge serve`` and ``judge calibrate-decisions`` live in `judge.cli.serve`.
 
 What it deliberately does not do: images (assets), streaming, generation.
+
+Examples
+--------
+>>> import judge.server
+>>> judge.server.ServerConfig().max_queue        # FastAPI is imported on first use
+64
 """
 
 from __future__ import annotations

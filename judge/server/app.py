@@ -6,15 +6,26 @@ key is checked when one is configured (any key, or none, is accepted
 otherwise), and a ``Content-Encoding: zstd`` (or gzip/deflate) body is
 decoded, bounded in size.
 
-Requests are validated (pydantic, 422 with ``detail[]``), turned into
-`judge.decisions` questions, and queued on a `MicroBatcher`; one worker thread
-answers each batch with one `Decider.ask_many` call (one ``score()`` call).
+Requests are validated (`judge.server.contract`, 422 with ``detail[]``), turned into
+`judge.decisions` questions, checked against the token budget (`Decider.count_tokens`:
+the scorer's own tokenizer, 413 when over) and queued on a `MicroBatcher`; one worker
+thread answers each batch with one `Decider.ask_many` call (one ``score()`` call).
+
+What it deliberately does not do: parse the wire form (`judge.server.contract`), build
+prompts or score (`judge.decisions`), or parse command lines (``judge serve`` lives in
+`judge.cli.serve`).
 
 Examples
 --------
+>>> from fastapi.testclient import TestClient
 >>> from judge.decisions import Decider
->>> app = create_app(Decider(), ServerConfig())        # doctest: +SKIP
->>> import uvicorn; uvicorn.run(app, port=8009)         # doctest: +SKIP
+>>> from judge.testing import tiny_pair
+>>> app = create_app(Decider(*tiny_pair()), ServerConfig(max_wait_ms=0))
+>>> with TestClient(app) as client:        # runs startup (model warm-up) and shutdown
+...     r = client.post("/v1/systemone", json={"model": "jev-latest", "state": "I was charged twice",
+...                                            "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}})
+>>> r.status_code, r.json()["answers"]["refund"]["type"], r.json()["usage"]["input_tokens"] > 0
+(200, 'noul', True)
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from judge._errors import LabelError
-from judge.decisions import Decider, DecisionError, YesNo, _prompt_ids
+from judge.decisions import Decider, DecisionError, YesNo
 from judge.server.batching import MicroBatcher, Overloaded, ShuttingDown
 from judge.server.contract import (
     DecisionsRequest,
@@ -71,6 +82,11 @@ class ServerConfig:
         Largest (decoded) request body.
     extensions : bool
         Add ``x_`` fields (option mass, batch size, timings) to responses.
+
+    Examples
+    --------
+    >>> ServerConfig(api_key="s3cret").max_request_tokens
+    65536
     """
 
     api_key: str | None = None
@@ -208,6 +224,16 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
     -------
     fastapi.FastAPI
         ``app.state.batcher`` is the `MicroBatcher` (after startup).
+
+    Examples
+    --------
+    >>> from fastapi.testclient import TestClient
+    >>> from judge.testing import tiny_pair
+    >>> app = create_app(Decider(*tiny_pair()), ServerConfig(served_name="tiny"))
+    >>> with TestClient(app) as client:
+    ...     names = [m["name"] for m in client.get("/v1/models").json()["models"]]
+    >>> names
+    ['tiny', 'jev-latest']
     """
     decider = decider if decider is not None else Decider()
     config = config or ServerConfig()
@@ -216,24 +242,15 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
     def budget(state, questions) -> int:
         """Tokens of one request (state once, each question's own text, its options); 413 when over budget."""
-        tok = decider.tokenizer_
-        plans = {qid: decider.plan(state, q) for qid, q in questions.items()}
-        first = next(iter(plans.values()))
-        n_state = len(_prompt_ids(tok, first.pieces[:2]))
-        longest, total = 0, n_state
-        for p in plans.values():
-            body = "".join(t for t, _ in p.pieces[2:])
-            n = len(tok(body, add_special_tokens=False, split_special_tokens=True)["input_ids"])
-            n += sum(len(x) for x in tok(list(p.surfaces), add_special_tokens=False,
-                                         split_special_tokens=True)["input_ids"])
-            longest, total = max(longest, n), total + n
-        if n_state + longest > config.max_state_tokens:
-            raise ApiError(413, f"the state plus the longest question is {n_state + longest} tokens, over the "
+        n = decider.count_tokens(state, questions)
+        longest = max(n["questions"].values())
+        if n["state"] + longest > config.max_state_tokens:
+            raise ApiError(413, f"the state plus the longest question is {n['state'] + longest} tokens, over the "
                                 f"{config.max_state_tokens}-token budget; shorten the state or split the question.")
-        if total > config.max_request_tokens:
-            raise ApiError(413, f"the request is {total} tokens, over the {config.max_request_tokens}-token "
+        if n["total"] > config.max_request_tokens:
+            raise ApiError(413, f"the request is {n['total']} tokens, over the {config.max_request_tokens}-token "
                                 f"budget; send fewer questions per request.")
-        return total
+        return n["total"]
 
     def run_batch(payloads):
         results: list = [None] * len(payloads)

@@ -11,8 +11,8 @@ The queue is bounded: when ``max_queue`` jobs already wait, `submit` raises
 `stop` refuses new jobs, finishes the waiting ones and the running batch,
 then ends the worker (graceful shutdown).
 
-What it deliberately does not do: prioritise, time out jobs, or run batches
-in parallel (one model, one thread).
+What it deliberately does not do: prioritise, time out jobs, run batches
+in parallel (one model, one thread), or know what a job is (``run_batch`` does).
 """
 
 from __future__ import annotations
@@ -27,11 +27,32 @@ __all__ = ["MicroBatcher", "Overloaded", "ShuttingDown"]
 
 
 class Overloaded(RuntimeError):
-    """The queue is full; retry later."""
+    """The queue is full; retry later (the server answers 429 with ``Retry-After``).
+
+    Examples
+    --------
+    >>> issubclass(Overloaded, RuntimeError)
+    True
+    """
 
 
 class ShuttingDown(RuntimeError):
-    """The server is stopping and takes no new work."""
+    """The server is stopping and takes no new work (the server answers 503).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> async def late():
+    ...     b = MicroBatcher(lambda ps: ps)
+    ...     await b.start()
+    ...     await b.stop()
+    ...     try:
+    ...         await b.submit(1)
+    ...     except ShuttingDown as e:
+    ...         return str(e)
+    >>> asyncio.run(late())
+    'the server is shutting down and takes no new requests'
+    """
 
 
 @dataclass
@@ -88,19 +109,79 @@ class MicroBatcher:
 
     @property
     def waiting(self) -> int:
+        """Jobs waiting in the queue (0 before `start`).
+
+        Examples
+        --------
+        >>> MicroBatcher(lambda ps: ps).waiting
+        0
+        """
         return self._queue.qsize() if self._queue is not None else 0
 
     async def start(self) -> None:
+        """Create the queue and the worker task on the running event loop.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> async def demo():
+        ...     b = MicroBatcher(lambda ps: ps)
+        ...     await b.start()
+        ...     await b.stop()
+        ...     return b.batches_
+        >>> asyncio.run(demo())
+        0
+        """
         self._queue = asyncio.Queue(maxsize=self.max_queue)
         self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._worker())
 
     async def call(self, fn, *args):
-        """Run ``fn(*args)`` in the worker thread (for setup work that must not race a batch)."""
+        """Run ``fn(*args)`` in the worker thread (for setup work that must not race a batch).
+
+        Examples
+        --------
+        >>> import asyncio, threading
+        >>> async def demo():
+        ...     b = MicroBatcher(lambda ps: ps)
+        ...     await b.start()
+        ...     name = await b.call(lambda: threading.current_thread().name)
+        ...     await b.stop()
+        ...     return name.startswith("judge-score")
+        >>> asyncio.run(demo())
+        True
+        """
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def submit(self, payload, size: int = 1):
-        """Queue one job and wait for its result."""
+        """Queue one job and wait for its result.
+
+        Parameters
+        ----------
+        payload : object
+            Passed to ``run_batch`` with the other jobs of its batch.
+        size : int
+            Its number of questions (batches hold at most ``max_questions``).
+
+        Raises
+        ------
+        Overloaded
+            ``max_queue`` jobs already wait.
+        ShuttingDown
+            `stop` was called.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> async def demo():
+        ...     b = MicroBatcher(lambda ps: [len(p) for p in ps])
+        ...     await b.start()
+        ...     out = await b.submit("four", size=1)
+        ...     await b.stop()
+        ...     return out
+        >>> asyncio.run(demo())
+        4
+        """
         if self._closing or self._queue is None:
             raise ShuttingDown("the server is shutting down and takes no new requests")
         fut = asyncio.get_running_loop().create_future()
@@ -111,7 +192,21 @@ class MicroBatcher:
         return await fut
 
     async def stop(self) -> None:
-        """Refuse new jobs, finish the queued ones, end the worker."""
+        """Refuse new jobs, finish the queued ones, end the worker.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> async def demo():
+        ...     b = MicroBatcher(lambda ps: ps, max_wait_s=0.05)
+        ...     await b.start()
+        ...     pending = asyncio.ensure_future(b.submit("queued"))
+        ...     await asyncio.sleep(0)
+        ...     await b.stop()                 # the queued job still gets its answer
+        ...     return await pending
+        >>> asyncio.run(demo())
+        'queued'
+        """
         self._closing = True
         if self._queue is not None:
             await self._queue.join()

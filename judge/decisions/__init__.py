@@ -1,0 +1,80 @@
+"""Typed decisions: choice, yes/no and score questions about one state.
+
+A *decision* is a question about a piece of content (the **state**) whose answer is
+one of a fixed set of options: `Choice` (the contract's ``choice``), `YesNo`
+(``noul``) and `Score` (``score``) cover TypeSafe's System One wire contract
+(``/v1/systemone``). `Decider.ask` renders one prompt per question, scores the exact
+log-probability of every option in **one** scoring call, and returns an `Answer` per
+question with its probabilities and the contract's reference confidence.
+
+Each question is isolated: its prompt never contains the question id or any other
+question, and options are listed (and scored) in a canonical order, so an answer does
+not change when the question is renamed, reordered, asked alone or with others, or when
+its options are given in another order.
+
+In the order data flows:
+
+* `~judge.decisions.questions` — the question types, `Answer`, `render_value`, the
+  reference confidences, `check_questions`;
+* `~judge.decisions.prompts` — how a question becomes prompt pieces and option surfaces;
+* `~judge.decisions.decider` — `Decider`: plans, one ``scorer.score(queries)`` call
+  (the `judge.engine.Scorer` protocol), normalisation, answers; token counts;
+* `~judge.decisions.calibration` — `DecisionCalibration` (a temperature per type, a
+  yes/no bias, per-level score biases) and `calibrate_decisions` (labelled JSON lines).
+
+What it deliberately does not do: HTTP and the JSON wire form (``judge.server``),
+images, generation, or parsing special tokens out of any text a caller supplies (user
+text is always tokenized as plain text).
+
+Examples
+--------
+>>> from judge.decisions import Decider, YesNo
+>>> from judge.testing import tiny_pair
+>>> a = Decider(*tiny_pair()).ask("I was charged twice", {"refund": YesNo("Refund?")})["refund"]
+>>> a.type, round(a.probabilities["true"] + a.probabilities["false"], 9)
+('noul', 1.0)
+"""
+
+from judge.decisions.calibration import DecisionCalibration, calibrate_decisions, question_from_wire
+from judge.decisions.decider import Decider
+from judge.decisions.prompts import PROMPT_VERSION, Plan, plan_question, state_text
+from judge.decisions.questions import (
+    MAX_LISTED_OPTIONS,
+    MAX_OPTIONS,
+    MAX_SCORE_LEVELS,
+    Answer,
+    Choice,
+    DecisionError,
+    Question,
+    Score,
+    YesNo,
+    check_questions,
+    choice_confidence,
+    render_value,
+    score_confidence,
+)
+
+__all__ = [
+    "Choice",
+    "YesNo",
+    "Score",
+    "Answer",
+    "Decider",
+    "DecisionError",
+    "DecisionCalibration",
+    "calibrate_decisions",
+    "render_value",
+    "MAX_LISTED_OPTIONS",
+    "check_questions",
+    # the limits, the confidences, the prompt plan and the wire parser's door
+    "MAX_OPTIONS",
+    "MAX_SCORE_LEVELS",
+    "PROMPT_VERSION",
+    "Plan",
+    "Question",
+    "choice_confidence",
+    "plan_question",
+    "question_from_wire",
+    "score_confidence",
+    "state_text",
+]

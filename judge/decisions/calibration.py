@@ -1,0 +1,412 @@
+"""Decision calibration: a temperature per question type, a yes/no bias, per-level score biases.
+
+`DecisionCalibration` is the fitted, frozen profile (saved as JSON, loaded by
+``Decider(calibration=PATH)``). Calibrated probabilities are
+``softmax(log_p / T + b)`` of a question's exact option log-probabilities, fitted by
+maximum likelihood with the package's one pair of fitters (`judge.calibration`):
+
+- choice: one temperature (`judge.calibration.TemperatureScaler`; questions with
+  different option counts are fitted together, the shorter rows padded with ``-inf``);
+  no bias, since option names change from question to question;
+- yes/no: a temperature and a log-odds bias toward yes
+  (`judge.calibration.fit_bias_temperature`);
+- score: one temperature for all, and, for each number of levels seen often enough, a
+  per-level bias with its own temperature (`judge.calibration.fit_bias_temperature`).
+
+`calibrate_decisions` reads labelled decisions from JSON lines (`judge.io.read_jsonl`),
+parses their questions with the wire contract's parser (`judge.server.contract`, which
+needs pydantic: the ``[serve]`` extra), scores them uncalibrated with a `Decider` and fits
+a profile.
+
+What it deliberately does not do: score (the `Decider` does), implement an optimiser
+(`judge.calibration` does), or parse the wire form itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from judge._math import softmax
+from judge.decisions.prompts import PROMPT_VERSION
+from judge.decisions.questions import Choice, DecisionError, Question, YesNo
+
+__all__ = ["DecisionCalibration", "calibrate_decisions", "question_from_wire"]
+
+_TYPES = ("choice", "noul", "score")
+
+
+@dataclass(frozen=True)
+class DecisionCalibration:
+    """Fitted decision calibration: a temperature per question type and optional biases.
+
+    Calibrated probabilities are ``softmax(log_p / T + bias)``, where ``log_p`` are
+    the options' exact log-probabilities. ``T`` is ``temperature[type]``, or for a
+    score question of ``n`` levels ``score_temperature[str(n)]`` when that is set;
+    ``bias`` is ``[noul_bias / 2, -noul_bias / 2]`` (a log-odds shift toward yes) for
+    yes/no questions, ``score_bias[str(n)]`` for score questions of ``n`` levels, and
+    zero otherwise.
+
+    Parameters
+    ----------
+    temperature : dict of str to float
+        Keys among ``"choice"``, ``"noul"``, ``"score"``; missing types use 1.
+    noul_bias : float
+    score_bias : dict of str to list of float
+        ``{"3": [b0, b1, b2], ...}`` keyed by the number of levels.
+    meta : dict
+        Counts and NLL before/after, model and prompt version (informational).
+    score_temperature : dict of str to float
+        The temperature fitted together with ``score_bias[n]``, keyed like it.
+        Profiles written before it existed have none (then ``temperature["score"]``
+        applies).
+
+    Examples
+    --------
+    >>> cal = DecisionCalibration({"noul": 2.0}, noul_bias=0.0)
+    >>> cal.apply("noul", np.log([0.9, 0.1])).round(3)
+    array([0.75, 0.25])
+    """
+
+    temperature: dict = field(default_factory=dict)
+    noul_bias: float = 0.0
+    score_bias: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    score_temperature: dict = field(default_factory=dict)
+
+    FORMAT = "trie-judge/decision-calibration"
+
+    @classmethod
+    def from_log_probs(cls, log_probs: Mapping[str, Sequence[tuple[Any, int]]], *, bias: bool = True,
+                       min_per_level_set: int = 20, l2: float = 1.0, meta: Mapping | None = None
+                       ) -> DecisionCalibration:
+        """Fit a profile on labelled option log-probabilities.
+
+        Parameters
+        ----------
+        log_probs : mapping of str to sequence of (array of shape (K,), int)
+            Per question type (``"choice"``, ``"noul"``, ``"score"``): each question's
+            option log-probabilities in its own option order and the index of the
+            right option. ``K`` may differ between choice questions.
+        bias : bool
+            Also fit the yes/no bias and, for every number of score levels seen at
+            least ``min_per_level_set`` times, a per-level bias.
+        min_per_level_set : int
+        l2 : float
+            Penalty on ``bias / T`` for the bias fits (see
+            `judge.calibration.fit_bias_temperature`); it keeps a fit on few rows sane.
+        meta : mapping, optional
+            Extra informational fields (e.g. the model name).
+
+        Returns
+        -------
+        DecisionCalibration
+            ``meta`` holds ``n`` (rows per type), ``nll_<type>`` (mean NLL before and
+            after) and the prompt version.
+
+        Examples
+        --------
+        Scores that are too sharp by a factor 2.5:
+
+        >>> rng = np.random.default_rng(0)
+        >>> rows = []
+        >>> for _ in range(2000):
+        ...     z = rng.normal(0, 3, size=3)
+        ...     rows.append((z, int(rng.choice(3, p=np.exp(z / 2.5) / np.exp(z / 2.5).sum()))))
+        >>> cal = DecisionCalibration.from_log_probs({"choice": rows})
+        >>> bool(2.2 < cal.temperature["choice"] < 2.8), cal.meta["n"]
+        (True, {'choice': 2000})
+        """
+        from judge.calibration import TemperatureScaler, fit_bias_temperature
+
+        unknown = sorted(set(log_probs) - set(_TYPES))
+        if unknown:
+            raise DecisionError(f"log_probs has unknown question types {unknown}; use keys among {list(_TYPES)}.")
+        temperature: dict = {}
+        score_bias: dict = {}
+        score_temperature: dict = {}
+        noul_bias = 0.0
+        rows: dict = {}
+        for qtype in _TYPES:
+            items = [(np.asarray(z, dtype=np.float64), int(y)) for z, y in log_probs.get(qtype, ())]
+            if not items:
+                continue
+            rows[qtype] = items
+            y = np.array([y for _, y in items])
+            if qtype == "noul" and bias:
+                b, t = fit_bias_temperature(np.stack([z for z, _ in items]), y, l2=l2)
+                noul_bias = float(b[1] - b[0]) / t
+            else:
+                t = TemperatureScaler().fit(_padded([z for z, _ in items]), y).temperature_
+            temperature[qtype] = float(t)
+            if qtype == "score" and bias:
+                for n in sorted({len(z) for z, _ in items}):
+                    sub = [(z, yy) for z, yy in items if len(z) == n]
+                    if len(sub) >= min_per_level_set:
+                        b, tn = fit_bias_temperature(np.stack([z for z, _ in sub]), np.array([yy for _, yy in sub]),
+                                                     l2=l2)
+                        score_bias[str(n)] = [float(x) for x in -b / tn]
+                        score_temperature[str(n)] = float(tn)
+        fitted = cls(temperature, float(noul_bias), score_bias, {}, score_temperature)
+        info: dict = {"prompt_version": PROMPT_VERSION, "n": {k: len(v) for k, v in rows.items()}}
+        for qtype, items in rows.items():
+            info[f"nll_{qtype}"] = {"before": _mean_nll(items, softmax),
+                                    "after": _mean_nll(items, lambda z, q=qtype: fitted.apply(q, z))}
+        info.update(meta or {})
+        return cls(temperature, float(noul_bias), score_bias, info, score_temperature)
+
+    def apply(self, qtype: str, log_p: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities of one question.
+
+        Parameters
+        ----------
+        qtype : {"choice", "noul", "score"}
+        log_p : ndarray of shape (K,)
+            The options' log-probabilities, in the question's own option order.
+
+        Returns
+        -------
+        ndarray of shape (K,)
+            Sums to 1.
+
+        Examples
+        --------
+        >>> cal = DecisionCalibration({"score": 2.0}, score_bias={"2": [0.5, -0.5]})
+        >>> cal.apply("score", np.log([0.5, 0.5])).round(3)
+        array([0.731, 0.269])
+        """
+        z = np.asarray(log_p, dtype=np.float64)
+        key = str(len(z))
+        if qtype == "score" and key in self.score_temperature:
+            t = self.score_temperature[key]
+        else:
+            t = self.temperature.get(qtype, 1.0)
+        z = z / float(t)
+        if qtype == "noul":
+            z = z + np.array([self.noul_bias / 2, -self.noul_bias / 2])
+        elif qtype == "score" and key in self.score_bias:
+            z = z + np.asarray(self.score_bias[key], dtype=np.float64)
+        return softmax(z)
+
+    def to_dict(self) -> dict:
+        """The profile as a JSON-ready dict (what `save` writes).
+
+        Examples
+        --------
+        >>> DecisionCalibration({"noul": 1.5}).to_dict()["temperature"]
+        {'noul': 1.5}
+        """
+        return {"format": self.FORMAT, "version": 2, "temperature": dict(self.temperature),
+                "noul_bias": float(self.noul_bias), "score_bias": dict(self.score_bias),
+                "score_temperature": dict(self.score_temperature), "meta": dict(self.meta)}
+
+    def save(self, path) -> Path:
+        """Write the profile as JSON; returns the path.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> path = DecisionCalibration({"noul": 1.5}).save(pathlib.Path(tempfile.mkdtemp()) / "p.json")
+        >>> DecisionCalibration.load(path).temperature
+        {'noul': 1.5}
+        """
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path) -> DecisionCalibration:
+        """Read a profile written by `save` (any version so far).
+
+        Raises
+        ------
+        DecisionError
+            The file is missing, not JSON, not a profile, or has a temperature that is
+            not a positive number.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> old = pathlib.Path(tempfile.mkdtemp()) / "v1.json"   # written before score_temperature
+        >>> _ = old.write_text('{"format": "trie-judge/decision-calibration", "version": 1, '
+        ...                    '"temperature": {"score": 2.0}, "noul_bias": 0.3, "score_bias": {"2": [0.1, -0.1]}}')
+        >>> cal = DecisionCalibration.load(old)
+        >>> cal.noul_bias, cal.score_temperature
+        (0.3, {})
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise DecisionError(f"Cannot read the calibration profile {str(path)!r}: {e}; write one with "
+                                f"`judge calibrate-decisions FILE --out PROFILE`.") from None
+        if not isinstance(data, dict) or data.get("format") != cls.FORMAT:
+            raise DecisionError(f"{str(path)!r} is not a decision calibration profile (format "
+                                f"{data.get('format') if isinstance(data, dict) else None!r}, expected {cls.FORMAT!r}).")
+        temps = {k: float(v) for k, v in data.get("temperature", {}).items()}
+        score_temps = {k: float(v) for k, v in (data.get("score_temperature") or {}).items()}
+        bad = {k: v for k, v in {**temps, **score_temps}.items() if not (math.isfinite(v) and v > 0)}
+        if bad:
+            raise DecisionError(f"Calibration profile {str(path)!r} has non-positive temperatures {bad}; "
+                                f"refit it with `judge calibrate-decisions`.")
+        return cls(temps, float(data.get("noul_bias", 0.0)), dict(data.get("score_bias", {})),
+                   dict(data.get("meta", {})), score_temps)
+
+
+def _padded(rows: list[np.ndarray]) -> np.ndarray:
+    """Ragged rows as one (n, K_max) array, padded with -inf (an option that does not exist)."""
+    out = np.full((len(rows), max(len(z) for z in rows)), -np.inf)
+    for i, z in enumerate(rows):
+        out[i, : len(z)] = z
+    return out
+
+
+def _mean_nll(items, proba) -> float:
+    return float(np.mean([-math.log(max(float(proba(z)[y]), 1e-300)) for z, y in items]))
+
+
+def _label_index(q: Question, label: Any, where: str) -> int:
+    if isinstance(q, Choice):
+        if label not in q.options:
+            raise DecisionError(f"{where}: label {label!r} is not one of the options {list(q.options)[:20]}.")
+        return q.names.index(label)
+    if isinstance(q, YesNo):
+        v = {True: 0, False: 1, "true": 0, "false": 1, "yes": 0, "no": 1}  # 1/0 hash as True/False
+        key = label.lower() if isinstance(label, str) else label
+        if key not in v:
+            raise DecisionError(f"{where}: yes/no label {label!r} is not one of true/false, yes/no, 1/0.")
+        return v[key]
+    if isinstance(label, bool) or not isinstance(label, (int, str)) or not str(label).isdigit() \
+            or not 0 <= int(label) < q.n_levels:
+        raise DecisionError(f"{where}: score label {label!r} is not a level 0..{q.n_levels - 1}.")
+    return int(label)
+
+
+def question_from_wire(q: Any, *, where: str = "question") -> Question:
+    """A `Choice`, `YesNo` or `Score` from its ``/v1/systemone`` JSON form.
+
+    A thin door to ``judge.server.contract.question_from_wire``, the one wire parser
+    (the server's pydantic models), so a question in a file is read exactly as it would
+    be over HTTP. It needs pydantic (the ``[serve]`` extra).
+
+    Parameters
+    ----------
+    q : dict
+        ``{"type": "noul" | "choice" | "score", "instructions": ..., "criteria": ...}``.
+    where : str
+        Where the question came from, prefixed to error messages.
+
+    Returns
+    -------
+    Choice, YesNo or Score
+
+    Raises
+    ------
+    DecisionError
+        The question does not follow the contract; the message says what and where.
+    ImportError
+        pydantic is not installed.
+
+    Examples
+    --------
+    >>> question_from_wire({"type": "noul", "instructions": "Spam?", "criteria": {"true": "Ads"}})
+    YesNo(instructions='Spam?', true='Ads', false=None)
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("pydantic") is None:
+        raise ImportError(f"{where}: reading a question in its /v1/systemone JSON form needs pydantic, which comes "
+                          f"with the [serve] extra; run `pip install 'trie-judge[serve]'`.")
+    from judge.server.contract import question_from_wire as parse
+
+    return parse(q, where=where)
+
+
+def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: int = 20,
+                        batch: int = 8) -> DecisionCalibration:
+    """Fit a `DecisionCalibration` from labelled decisions in JSON lines.
+
+    Each line is either ``{"state": ..., "question": {wire question}, "label": ...}``
+    or ``{"state": ..., "questions": {id: {wire question}}, "labels": {id: label}}``
+    (questions in the ``/v1/systemone`` form, read by `question_from_wire`, which
+    needs the ``[serve]`` extra). Labels: an option name (choice), true/false or
+    "yes"/"no" (noul), a level number (score). Questions whose label is missing or
+    null are skipped.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    decider : Decider
+        Its model scores the questions (uncalibrated: its own profile is not used).
+    bias : bool
+        Also fit a yes/no bias and, for every number of score levels seen at
+        least ``min_per_level_set`` times, a per-level bias.
+    min_per_level_set : int
+    batch : int
+        Lines scored per scoring call.
+
+    Returns
+    -------
+    DecisionCalibration
+
+    Raises
+    ------
+    judge.io.InputError
+        A line that is not one JSON object (the message names the line).
+    DecisionError
+        A line without a state, a question that breaks the contract, a label that
+        is not one of its options, or no labelled question at all.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> from judge.decisions import Decider
+    >>> from judge.testing import tiny_pair
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "labelled.jsonl"
+    >>> lines = [{"state": f"ticket {i}", "question": {"type": "noul", "instructions": "Refund?"},
+    ...           "label": i % 2 == 0} for i in range(6)]
+    >>> _ = path.write_text("\\n".join(json.dumps(x) for x in lines))
+    >>> cal = calibrate_decisions(path, Decider(*tiny_pair()))
+    >>> cal.meta["n"], cal.temperature["noul"] > 0
+    ({'noul': 6}, True)
+    """
+    from judge.io import read_jsonl
+
+    rows: list[tuple[Any, dict, dict]] = []
+    for lineno, rec in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        if "state" not in rec:
+            raise DecisionError(f"{where}: each line needs a \"state\" and a \"question\"/\"label\" or "
+                                f"\"questions\"/\"labels\"; got keys {sorted(rec)}.")
+        if "question" in rec:
+            qs, labels = {"q": rec["question"]}, {"q": rec.get("label")}
+        else:
+            qs, labels = rec.get("questions") or {}, rec.get("labels") or {}
+        if not isinstance(qs, Mapping) or not isinstance(labels, Mapping):
+            raise DecisionError(f"{where}: \"questions\" and \"labels\" must be objects keyed by question id, got "
+                                f"{type(qs).__name__} and {type(labels).__name__}.")
+        parsed = {}
+        for qid, wq in qs.items():
+            if labels.get(qid) is None:
+                continue
+            q = question_from_wire(wq, where=f"{where}: question {qid!r}")
+            parsed[qid] = (q, _label_index(q, labels[qid], f"{where}: question {qid!r}"))
+        if parsed:
+            rows.append((rec["state"], {k: v[0] for k, v in parsed.items()}, {k: v[1] for k, v in parsed.items()}))
+    if not rows:
+        raise DecisionError(f"{path} has no labelled questions; see calibrate_decisions for the line format.")
+    by_type: dict[str, list[tuple[np.ndarray, int]]] = {t: [] for t in _TYPES}
+    for s in range(0, len(rows), batch):
+        part = rows[s:s + batch]
+        raw = decider.log_probs([(st, qs) for st, qs, _ in part])
+        for (_, qs, labels), lps in zip(part, raw):
+            for qid, q in qs.items():
+                lp = lps[qid]
+                by_type[q.type].append((lp - np.logaddexp.reduce(lp), labels[qid]))
+    return DecisionCalibration.from_log_probs(by_type, bias=bias, min_per_level_set=min_per_level_set,
+                                              meta={"model": decider.model_name})
