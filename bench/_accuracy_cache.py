@@ -115,7 +115,7 @@ def variant_scores(cache, model_key, dkey, variant, split):
 
 def letters_scores(cache, model_key, dkey, split, k):
     """Rotation-averaged letter readout: mean over rotations of each rotation's letter distribution, as log."""
-    from judge._math import softmax
+    from judge.calibration import softmax
 
     got = [load_scores(cache, model_key, dkey, f"letters@{r}", split) for r in range(k)]
     if any(g[0] is None for g in got):

@@ -202,9 +202,7 @@ def score(args) -> None:
                 "prefix": clf.prompt_prefix_[-300:], "path": clf.engine_.path_}
         (d / f"{args.split}.json").write_text(json.dumps(meta))
         if not (d / "content_free.npy").exists():
-            # "" is among the content-free inputs, and decision_function refuses empty texts; no public
-            # method scores them yet (calibrate() does, internally): this is the one private call here.
-            np.save(d / "content_free.npy", clf._scores(list(CONTENT_FREE))[:, cols])
+            np.save(d / "content_free.npy", clf.content_free_scores(CONTENT_FREE)[:, cols])
         print(f"{args.model}/{dkey}/{variant}/{args.split}: scoring {n} rows", file=sys.stderr, flush=True)
         texts = list(data.texts)
         score_with_checkpoint(clf, [texts[i] for i in perm[:n]], d / f"{args.split}.npz", chunk=args.chunk)
@@ -233,7 +231,7 @@ def fit_calibration(kind, s_fit, y_fit, cf, *, l2=1.0):
 
 
 def proba_of(s, b, T):
-    from judge._math import softmax
+    from judge.calibration import softmax
 
     return softmax((s - b) / T)
 
@@ -345,7 +343,7 @@ TEST_SPLIT = "test"  # report --test-split validation exercises the report witho
 def calibrated(model_key, dkey, prompt, bias, cache, data_dir, dataset, granularity=None, subset=None,
                n_test=None, n_val=None):
     """Test probabilities (raw and calibrated on all cached validation rows), gold, fit and timing."""
-    from judge._math import softmax
+    from judge.calibration import softmax
 
     sv, cf, mv = variant_scores(cache, model_key, dkey, prompt, "validation")
     st, _, mt = variant_scores(cache, model_key, dkey, prompt, TEST_SPLIT)
@@ -475,7 +473,7 @@ def report(args) -> None:
         gt = gold(d, TEST_SPLIT, args.data_dir, len(lt), subset=sub)
         kind, l2 = _parse_bias(bias)
         row = {"n_test": len(lt), "K": k, "majority": float(np.bincount(gt[0]).max() / len(gt[0]))}
-        from judge._math import softmax
+        from judge.calibration import softmax
 
         for name, sv_, st_ in (("letters_rotavg", lv, lt), ("letters_single", None, meta["single"])):
             if sv_ is None:

@@ -33,7 +33,7 @@ def main(argv=None) -> None:
     from judge import Classifier
     from judge import calibration as cal
     from judge import datasets as ds
-    from judge._math import softmax
+    from judge.calibration import softmax
     from judge.evaluation import read_checkpoint
 
     records = []

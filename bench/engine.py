@@ -220,7 +220,7 @@ def throughput(args):
     from bench._common import load_bench_model
     from judge import Classifier
     from judge import datasets as ds
-    from judge._math import softmax
+    from judge.calibration import softmax
 
     torch.set_num_threads(args.threads)
     test = ds.load(args.dataset, split="test", data_dir=args.data_dir)

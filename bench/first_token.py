@@ -42,7 +42,7 @@ def _distinct_subsets(clf_factory, labels, k, n_subsets, seed):
 
 
 def _accuracy(scores, y, prior):
-    from judge._math import softmax
+    from judge.calibration import softmax
 
     p = softmax(scores)
     if prior:

@@ -6,7 +6,8 @@
         # a random-weight model: checks the harness in seconds, numbers mean nothing
 
 The server runs in this process (uvicorn in a thread on a free 127.0.0.1
-port) around ``Decider(--model, engine=--engine)``; a bounded load generator
+port) around ``Decider(--model)`` (``--engine reference``: the brute-force
+``judge.testing.Reference`` as its scorer); a bounded load generator
 (``c`` client threads, each with its own HTTP connection, ``--requests``
 requests in all per level) sends ``POST /v1/systemone`` requests with one
 ``--options``-option choice question about a different support ticket each
@@ -190,11 +191,26 @@ def q_vs_separate(url: str, n_questions: int, repeats: int) -> dict:
             "speedup_wall": round(statistics.median(sep) / statistics.median(one), 2)}
 
 
+def _decider(a, model, tokenizer):
+    """The Decider under test: the engine, or the brute-force reference as its scorer."""
+    from judge.decisions import Decider
+
+    if a.engine == "reference":
+        from judge.models import load_model
+        from judge.testing import Reference
+
+        if tokenizer is None:
+            model, tokenizer = load_model(model, device=a.device)
+        return Decider(scorer=Reference(model, tokenizer))
+    return Decider(model, tokenizer, device=a.device) if tokenizer is None else Decider(model, tokenizer)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", default=None, help="default: the packaged SmolLM2-135M-Instruct; 'tiny': a "
                                                  "random-weight model, for a smoke run")
-    p.add_argument("--engine", default="auto", help="auto (judge.engine.Engine when present) or reference")
+    p.add_argument("--engine", default="auto", choices=["auto", "reference"],
+                   help="auto (judge.engine.Engine) or reference (judge.testing.Reference: brute force, slow)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--concurrency", default="1,4,16")
     p.add_argument("--requests", type=int, default=48, help="requests per concurrency level")
@@ -208,14 +224,13 @@ def main(argv=None) -> int:
     import torch
 
     from bench._common import TINY_MODEL, load_bench_model
-    from judge.decisions import Decider
 
     if a.model == TINY_MODEL:
-        decider = Decider(*load_bench_model(TINY_MODEL), engine=a.engine)
+        decider = _decider(a, *load_bench_model(TINY_MODEL))
     else:
-        decider = Decider(a.model, device=a.device, engine=a.engine)
+        decider = _decider(a, a.model, None)
     _ = decider.tokenizer_  # load before timing
-    engine = type(decider.engine_).__module__ + "." + type(decider.engine_).__name__
+    engine = type(decider.scorer_).__module__ + "." + type(decider.scorer_).__name__
     levels = []
     with serving(decider, a.max_wait_ms) as url:
         load_level(url, 1, 4, a.options)  # warm-up, untimed

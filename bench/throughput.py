@@ -338,7 +338,7 @@ def run_generate(clf, texts, repeats, *, batch_size=8):
     gen_cfg = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new,
                                eos_token_id=stops, pad_token_id=pad)
     dev = model.device
-    from judge._math import left_pad
+    from judge.engine import left_pad
 
     def go():
         answers = []

@@ -327,6 +327,32 @@ class Classifier:
         """
         return self._scores(check_texts(texts))
 
+    def content_free_scores(self, inputs=("N/A", "", "[MASK]")) -> np.ndarray:
+        """Raw label log-probabilities for content-free inputs (what ``calibrate(bias="contextual")`` uses).
+
+        Unlike :meth:`decision_function`, empty and placeholder strings are accepted: they are
+        the point (the model's label prior when the text says nothing).
+
+        Parameters
+        ----------
+        inputs : sequence of str, length m
+
+        Returns
+        -------
+        ndarray of float64, shape (m, K)
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> Classifier(["yes", "no"], model, tokenizer=tok).content_free_scores().shape
+        (3, 2)
+        """
+        inputs = [str(x) for x in inputs]
+        if not inputs:
+            raise ValueError("content_free_scores needs at least one input, e.g. ('N/A', '', '[MASK]'); got none.")
+        return self._scores(inputs)
+
     def _scores(self, texts) -> np.ndarray:
         from judge import scorers
 
@@ -480,7 +506,7 @@ class Classifier:
         prior, fit_l2, name = resolve_bias(bias, self._setup().method, bias_l2)
         if scores is None:
             scores = self._scores(texts)
-        content = self._scores(list(content_free)) if prior == "contextual" else None
+        content = self.content_free_scores(content_free) if prior == "contextual" else None
         cal = Calibration.fit(tuple(self.labels), scores, yi, bias=prior_bias(prior, scores, content),
                               bias_method=name, temperature=temperature, target_accuracy=target_accuracy,
                               coverage=coverage, confidence=confidence, fit_bias=fit_l2)

@@ -584,6 +584,17 @@ def app_builder(args: dict[str, str]):
     Returns
     -------
     ray.serve.Application
+
+    Examples
+    --------
+    Bad arguments fail before Ray starts; a valid call builds the Ray Serve application
+    (not run here: +SKIP, it needs a running Ray cluster; tests/test_distributed.py serves one).
+
+    >>> app_builder({"replica": "2"})
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown serve run argument(s) ['replica']; valid ones are ['api_key', 'calibration', 'model', 'replicas'] (e.g. serve run judge.distributed:app_builder replicas=2).
+    >>> app = app_builder({"replicas": "2"})   # doctest: +SKIP
     """
     from judge.server.app import ServerConfig
 

@@ -46,6 +46,20 @@ class Checkpoint(NamedTuple):
         `judge.Classifier.fingerprint` of the classifier that scored them.
     texts : ndarray of str, shape (n,)
         SHA-256 hex digest of each text.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> clf = Classifier(["yes", "no"], model, tokenizer=tok)
+    >>> path = Path(tempfile.mkdtemp()) / "scores.npz"
+    >>> _ = score_with_checkpoint(clf, ["is it?", "no way"], path)
+    >>> ck = read_checkpoint(path)
+    >>> ck.scores.shape, ck.fingerprint == clf.fingerprint()
+    ((2, 2), True)
     """
 
     scores: np.ndarray

@@ -77,6 +77,7 @@ def test_public_names_are_pinned():
             "bootstrap_interval",
             "calibration_report",
             "Calibration",
+            "softmax",
             "AUTO_BIAS",
             "BIASES",
         ]

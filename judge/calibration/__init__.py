@@ -33,6 +33,8 @@ Examples
 (array([0.75, 0.25]), True)
 """
 
+from judge._math import softmax
+
 from .abstention import clopper_pearson_lower, select_threshold
 from .bias import apply_bias, batch_bias, contextual_bias, fit_bias_temperature
 from .conformal import ConformalPredictor, conformal_quantile, conformity_scores
@@ -54,6 +56,7 @@ from .state import AUTO_BIAS, BIASES, Calibration
 from .temperature import TemperatureScaler
 
 __all__ = [
+    "softmax",
     # bias.py
     "contextual_bias",
     "batch_bias",

@@ -89,6 +89,14 @@ def _init_ray(args) -> None:
 def run(args) -> int:
     """Run ``judge batch`` (see `add_parser`); every input is checked before Ray starts.
 
+    Examples
+    --------
+    Not run as a doctest (+SKIP): it starts a Ray cluster (tests/test_distributed.py runs it).
+
+    >>> from judge.cli import main
+    >>> main(["batch", "in.parquet", "--labels", "a,b", "--output", "out/"])  # doctest: +SKIP
+    0
+
     Returns
     -------
     int

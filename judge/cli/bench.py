@@ -38,7 +38,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    """Run ``judge bench`` (see `add_parser`); returns 0."""
+    """Run ``judge bench`` (see `add_parser`); returns 0.
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> from judge.cli import main
+    >>> from judge.models import packaged_model_dir
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     code = main(["bench", "--tokenizer", str(packaged_model_dir()), "--k", "10"])
+    >>> code, "10" in out.getvalue()
+    (0, True)
+    """
     import random
 
     import numpy as np

@@ -57,7 +57,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    """Run ``judge evaluate`` (see `add_parser`): evaluate, then print the summary; returns 0."""
+    """Run ``judge evaluate`` (see `add_parser`): evaluate, then print the summary; returns 0.
+
+    Examples
+    --------
+    Not run as a doctest (+SKIP): it needs the dataset files (``../shared/datasets``) and minutes.
+
+    >>> from judge.cli import main
+    >>> main(["evaluate", "trec", "--data-dir", "../shared/datasets", "--limit", "20", "--out", "out"])  # doctest: +SKIP
+    0
+    """
     from judge.evaluation import evaluate
 
     metrics = evaluate(

@@ -51,7 +51,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    """Run ``judge predict`` (see `add_parser`); returns 0, input errors exit naming the fix."""
+    """Run ``judge predict`` (see `add_parser`); returns 0, input errors exit naming the fix.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> from judge.cli import main
+    >>> from judge.testing import tiny_pair
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> model, tok = tiny_pair(); model.save_pretrained(folder); _ = tok.save_pretrained(folder)
+    >>> _ = (folder / "texts.txt").write_text("my card has not arrived")
+    >>> main(["predict", "--model", str(folder), "--labels", "card_arrival,exchange_rate",
+    ...       "--input", str(folder / "texts.txt"), "--output", str(folder / "out.jsonl")])
+    0
+    >>> sorted(json.loads((folder / "out.jsonl").read_text()))
+    ['abstained', 'label', 'probabilities', 'text']
+    """
     from judge.classifier import Classifier
     from judge.io import read_labels, read_texts
 

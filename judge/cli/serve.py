@@ -65,7 +65,16 @@ def add_parsers(subparsers) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests finish first); 2 on a setup error."""
+    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests finish first); 2 on a setup error.
+
+    Examples
+    --------
+    Not run as a doctest (+SKIP): it serves until stopped (tests/test_server.py starts and stops one).
+
+    >>> from judge.cli import main
+    >>> main(["serve", "--port", "8009"])  # doctest: +SKIP
+    0
+    """
     try:
         import uvicorn
 
@@ -93,7 +102,17 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_calibrate_decisions(args: argparse.Namespace) -> int:
-    """Fit and write a decision calibration profile; prints a summary; returns 0."""
+    """Fit and write a decision calibration profile; prints a summary; returns 0.
+
+    Examples
+    --------
+    Not run as a doctest (+SKIP): it loads the packaged model and scores every line of the file
+    (tests/test_decisions.py fits profiles on a tiny model).
+
+    >>> from judge.cli import main
+    >>> main(["calibrate-decisions", "labelled.jsonl", "--out", "profile.json"])  # doctest: +SKIP
+    0
+    """
     from judge.decisions import Decider, calibrate_decisions
 
     cal = calibrate_decisions(args.file, Decider(args.model, device=args.device), bias=not args.no_bias)

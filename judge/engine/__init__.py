@@ -22,6 +22,7 @@ Examples
 [(2,)]
 """
 
+from judge._math import left_pad
 from judge.engine.engine import Engine, EngineCheckWarning
 from judge.engine.forest import Forest, Slot, ancestors, row_mask
 from judge.engine.masks import mask_plan, native_gqa
@@ -29,4 +30,4 @@ from judge.engine.options import OptionTrie
 from judge.engine.protocol import Item, Query, Scorer
 
 __all__ = ["Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "Slot",
-           "ancestors", "mask_plan", "native_gqa", "row_mask"]
+           "ancestors", "left_pad", "mask_plan", "native_gqa", "row_mask"]
