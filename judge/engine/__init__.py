@@ -10,8 +10,8 @@ In the order data flows:
 * :mod:`~judge.engine.masks` — the attention mask the model really applies, per layer type.
 * :mod:`~judge.engine.engine` — :class:`Engine`: the tree pass (or the exact causal
   fallback of :mod:`~judge.engine.fallback`, chosen by a self-check), float64 normalisation.
-* :mod:`~judge.engine.bounded` — the certified argmax / a distribution within a tolerance,
-  expanding only what a prefix bound requires.
+* :mod:`~judge.engine.search` — certified best-first search: the argmax of full scoring (or a
+  distribution within a tolerance), expanding only what a prefix bound requires, at any K.
 
 Examples
 --------
@@ -28,6 +28,7 @@ from judge.engine.forest import Forest, Slot, ancestors, row_mask
 from judge.engine.masks import mask_plan, native_gqa
 from judge.engine.options import OptionTrie
 from judge.engine.protocol import Item, Query, Scorer
+from judge.engine.search import SearchResult
 
-__all__ = ["Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "Slot",
+__all__ = ["Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "SearchResult", "Slot",
            "ancestors", "left_pad", "mask_plan", "native_gqa", "row_mask"]

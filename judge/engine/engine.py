@@ -24,8 +24,11 @@ text) and the options that may follow it. :meth:`Engine.score` scores a list of 
   ordinary causal sequence, then all its options continued from that cache as
   one batch. Exact as well, slower. ``Engine.path_`` and a warning say which.
 
-Masks come from :mod:`judge.engine.masks`; bounded scoring (:meth:`Engine.score_bounded`)
-runs :mod:`judge.engine.bounded` on this engine's model and root cache.
+Forward passes are planned and run by :mod:`judge.engine.passes`, within ``max_batch_tokens``
+and ``max_batch_logits`` (memory bounded by the settings, not by the call: a state too large
+for one row is split over rows sharing its cached prefix, exactly; prompts past the model's
+context are refused). Masks come from :mod:`judge.engine.masks`; certified search (:meth:`Engine.search`) runs
+:mod:`judge.engine.search` on this engine's model and root cache.
 
 What it deliberately does not do: render prompts from questions (callers do:
 :class:`judge.Classifier`, :mod:`judge.decisions`), calibrate, or decode.
@@ -40,10 +43,10 @@ import weakref
 import numpy as np
 
 from judge._errors import LabelError
-from judge._math import cache_keyword, lse64
+from judge._math import cache_keyword
 from judge.engine.fallback import score_fallback
-from judge.engine.forest import build_rows
-from judge.engine.masks import mask_plan, native_gqa, tree_masks
+from judge.engine.masks import mask_plan
+from judge.engine.passes import default_max_logits, model_context, plan_passes, tree_pass
 from judge.engine.protocol import Item
 
 __all__ = ["Engine", "EngineCheckWarning"]
@@ -62,10 +65,6 @@ class EngineCheckWarning(UserWarning):
     >>> issubclass(EngineCheckWarning, UserWarning)
     True
     """
-
-
-def _logits_of(out):
-    return out.logits
 
 
 class Engine:
@@ -88,6 +87,14 @@ class Engine:
         plan alone.
     path : {"auto", "tree", "fallback"}
         Force a path (``"tree"`` raises where the mask cannot be expressed).
+    max_batch_tokens : int
+        Key columns per forward pass, ``rows x (root + fed tokens)`` (T): bounds the pass's
+        key/value cache, its mask (``<= T^2`` entries) and the root cache (at most T tokens).
+        A state's questions that do not fit one row are split over rows sharing the state's
+        cached keys (exact; see :mod:`judge.engine.passes`). A call's peak memory is
+        :func:`judge.engine.passes.memory_bound` of these settings.
+    max_batch_logits : int, optional
+        Logit rows per forward pass (P); default 2^26 logits' worth (256 MiB in float32).
 
     Attributes
     ----------
@@ -112,7 +119,10 @@ class Engine:
     """
 
     def __init__(self, model=None, tokenizer=None, *, device=None, end_token="auto", check=True,
-                 path="auto"):
+                 path="auto", max_batch_tokens: int = 8192, max_batch_logits: int | None = None):
+        for name, v in (("max_batch_tokens", max_batch_tokens), ("max_batch_logits", max_batch_logits)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 2):
+                raise ValueError(f"{name} must be an int >= 2, got {v!r}.")
         if end_token not in ("auto", True, False):
             raise ValueError(f"end_token must be 'auto', True or False, got {end_token!r}.")
         if path not in ("auto", "tree", "fallback"):
@@ -123,9 +133,12 @@ class Engine:
         self.end_token = end_token
         self.check = bool(check)
         self.path = path
+        self.max_batch_tokens = max_batch_tokens
+        self.max_batch_logits = max_batch_logits
         self._lock = threading.RLock()
         self._ready = False
         self._roots: dict[tuple, object] = {}
+        self._root_fed = 0
         self._option_cache: dict[tuple, list] = {}
         self.last_usage_ = {"input_tokens": 0}
 
@@ -293,9 +306,11 @@ class Engine:
             seqs.append(list(ids))
         if policy is True:
             seqs = [x + [self.end_id_] for x in seqs]
-        elif policy == "auto":
-            prefixes = {tuple(x[:j]) for x in seqs for j in range(1, len(x))}
-            seqs = [x + [self.end_id_] if tuple(x) in prefixes else x for x in seqs]
+        elif policy == "auto":  # the end token where an option's tokens are a prefix of another's:
+            order = sorted(range(len(seqs)), key=seqs.__getitem__)  # in sorted order, an option's
+            needs = {a for a, b in zip(order, order[1:])  # extensions follow it directly
+                     if len(seqs[b]) > len(seqs[a]) and seqs[b][: len(seqs[a])] == seqs[a]}
+            seqs = [x + [self.end_id_] if i in needs else x for i, x in enumerate(seqs)]
         if len(self._option_cache) > 256:
             self._option_cache.clear()
         self._option_cache[key] = [tuple(x) for x in seqs]
@@ -307,8 +322,9 @@ class Engine:
         import torch
         from transformers import DynamicCache
 
-        hit = self._roots.get(ids)
+        hit = self._roots.pop(ids, None)
         if hit is not None:
+            self._roots[ids] = hit  # most recently used last
             return ids, hit
         kv = None
         if ids:
@@ -317,8 +333,11 @@ class Engine:
             with torch.inference_mode():
                 self.model_(input_ids=x, use_cache=True, logits_to_keep=1, **{cache_keyword(self.model_): cache})
             kv = [(layer.keys, layer.values) for layer in cache.layers]
-        if len(self._roots) > 8:
-            self._roots.clear()
+        self._root_fed += len(ids)
+        held = sum(len(r) for r in self._roots) + len(ids)
+        while self._roots and (held > self.max_batch_tokens or len(self._roots) > 8):  # at most T tokens kept
+            held -= len(next(iter(self._roots)))
+            del self._roots[next(iter(self._roots))]
         self._roots[ids] = kv
         return ids, kv
 
@@ -380,50 +399,72 @@ class Engine:
 
         ``pack`` groups share one row of the forward pass (packing instead of
         padding: fewer rows, one copy of the root's keys per row, but
-        attention over the whole row); ``batch_size`` counts groups.
+        attention over the whole row); ``batch_size`` caps the rows of a pass.
+        Passes are planned by :func:`judge.engine.passes.plan_passes` within
+        ``max_batch_tokens`` and ``max_batch_logits`` (a group too large for one
+        row is split over rows that share its cached prefix).
         """
         self.setup()
         if not isinstance(pack, int) or pack < 1:
             raise ValueError(f"pack must be a positive int, got {pack!r}.")
+        items = list(items)
+        self._check_context(items)
         with self._lock:
             if self.path_ == "fallback":
                 out = self._score_fallback(items)
                 return out
-            rid = self._root(tuple(int(t) for t in root))
-            out = [None] * len(items)
-            order = _group_order(items)
-            if pack > 1:  # consecutive groups (similar lengths) become one row
-                items = [Item(it.ids, it.options, it.first_only, g // pack)
-                         for g, grp in enumerate(order) for it in [items[i] for i in grp]]
-                flat = [i for grp in order for i in grp]
-                back = {j: i for j, i in enumerate(flat)}
-                order = [[j for j in range(len(flat)) if items[j].group == r]
-                         for r in range((len(order) + pack - 1) // pack)]
-            else:
-                back = None
-            batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-            it = batches
+            T = self.max_batch_tokens
+            cfg = getattr(self.model_.config, "text_config", None) or self.model_.config
+            P = self.max_batch_logits or default_max_logits(cfg.vocab_size)
+            passes = plan_passes(items, root, max_tokens=T, max_logits=P, max_rows=batch_size, pack=pack)
+            out: list = [None] * len(items)
+            parts: dict[int, list] = {}  # item -> [(option indices, scores)] where its options were split
+            self._root_fed, rid = 0, None
+            it = passes
             if progress:
                 from tqdm.auto import tqdm
 
-                it = tqdm(batches, desc="scoring", unit="batch")
+                it = tqdm(passes, desc="scoring", unit="pass")
             tokens = 0
-            for groups in it:
-                sel = [i for g in groups for i in g]
-                res = self._score_tree([items[i] for i in sel], rid)
+            for p in it:
+                if rid is None or rid[0] != p.root:
+                    rid = self._root(p.root)
+                sel = [(i, opts) for row in p.rows for i, opts in row]
+                part = [Item(items[i].ids, items[i].options if opts is None else [items[i].options[j] for j in opts],
+                             items[i].first_only, b) for b, row in enumerate(p.rows) for i, opts in row]
+                res = self._score_tree(part, rid)
                 tokens += self._last_fed
-                for i, r in zip(sel, res):
-                    out[back[i] if back is not None else i] = r
-            self.last_usage_ = {"input_tokens": int(tokens)}
+                for (i, opts), r in zip(sel, res):
+                    if opts is None:
+                        out[i] = r
+                    else:
+                        parts.setdefault(i, []).append((opts, r))
+            for i, chunks in parts.items():
+                out[i] = np.empty(len(items[i].options))
+                for opts, r in chunks:
+                    out[i][opts] = r
+            self.last_usage_ = {"input_tokens": int(tokens + self._root_fed)}
             return out
 
-    def score_bounded(self, items, trie, *, root=(), bias=None, temperature=None, mode="argmax", eps=0.0,
-                      batch_size=8, per_round=None):
-        """Score items that share one option trie, expanding only what a prefix bound requires.
+    def _check_context(self, items) -> None:
+        """Refuse a prompt whose options run past the model's trained positions (a silently meaningless score)."""
+        ctx = model_context(self.model_)
+        if ctx is None or not items:
+            return
+        need = [len(it.ids) + (1 if it.first_only else max((len(o) for o in it.options), default=0)) for it in items]
+        worst = int(np.argmax(need))
+        if need[worst] > ctx:
+            raise ValueError(f"Item {worst} needs {need[worst]} positions (a {len(items[worst].ids)}-token prompt and "
+                             f"its longest option), over the model's {ctx}-token context; shorten the prompt.")
 
-        ``mode="argmax"``: exactly the argmax of full scoring after ``bias`` and
-        ``temperature``; ``mode="tolerance"``: a distribution within total variation
-        ``eps`` (see :mod:`judge.engine.bounded`). Tree path only.
+    def search(self, items, trie, *, root=(), bias=None, temperature=None, mode="argmax", eps=0.0, budget=None,
+               per_round=None, subtree=0, batch_size=8):
+        """Certified best-first search of items that share one option trie (:mod:`judge.engine.search`).
+
+        ``mode="argmax"``: exactly the argmax of full scoring after ``bias`` and ``temperature``,
+        proven by the prefix bound; ``mode="tolerance"``: a distribution within total variation
+        ``eps``; ``budget`` caps the tokens fed per text (answers past it are flagged
+        uncertified, with their gap). Tree path only.
 
         Parameters
         ----------
@@ -435,15 +476,13 @@ class Engine:
         temperature : float, optional
         mode : {"argmax", "tolerance"}
         eps : float
-        batch_size : int
-        per_round : int, optional
+        budget : int, optional
+        per_round, subtree, batch_size : int
+            See :func:`judge.engine.search.search`.
 
         Returns
         -------
-        scores : ndarray of float64, shape (n, K)
-            Exact log P(option) where expanded, NaN where not.
-        fed : int
-            Tokens fed in all (also in ``last_usage_``).
+        judge.engine.search.SearchResult
 
         Examples
         --------
@@ -451,26 +490,24 @@ class Engine:
         >>> from judge.testing import tiny_pair
         >>> eng = Engine(*tiny_pair())
         >>> seqs = eng.option_ids("Label:", [" yes", " no", " maybe"])
-        >>> items = [Item(eng.encode([("Is it? Label:", False)]), seqs)]
-        >>> scores, fed = eng.score_bounded(items, OptionTrie(seqs))
-        >>> scores.shape, int((~np.isnan(scores)).sum()) >= 1
-        ((1, 3), True)
+        >>> res = eng.search([Item(eng.encode([("Is it? Label:", False)]), seqs)], OptionTrie(seqs))
+        >>> bool(res.certified[0]), res.dense(3).shape
+        (True, (1, 3))
         """
-        from judge.engine.bounded import score_bounded
+        from judge.engine.search import search
 
         self.setup()
         if self.path_ != "tree":
-            raise ValueError(f"score_bounded needs the tree path; this engine runs the {self.path_!r} path "
+            raise ValueError(f"search needs the tree path; this engine runs the {self.path_!r} path "
                              f"({self.check_.get('reason')}); score fully with score_items().")
         with self._lock:
             rid = self._root(tuple(int(t) for t in root))
-            scores, fed = score_bounded(self.model_, self.mask_plan_, self.dtype_, rid, items, trie, bias=bias,
-                                        temperature=temperature, mode=mode, eps=eps, batch_size=batch_size,
-                                        per_round=per_round)
-        self.last_usage_ = {"input_tokens": int(fed)}
-        return scores, fed
+            res = search(self.model_, self.mask_plan_, self.dtype_, rid, items, trie, bias=bias,
+                         temperature=temperature, mode=mode, eps=eps, budget=budget, per_round=per_round,
+                         subtree=subtree, batch_size=batch_size)
+        self.last_usage_ = {"input_tokens": int(res.fed.sum())}
+        return res
 
-    # -------------------------------------------------------------- tree pass
     def logprob_tensors(self, items, *, batch_size: int = 8) -> list:
         """log P(option | prompt) of every option of every item, as differentiable torch tensors.
 
@@ -513,62 +550,7 @@ class Engine:
         return out
 
     def _score_tree(self, items, rid, grad=False) -> list:
-        import contextlib
-
-        import torch
-        from transformers import DynamicCache
-
-        root_ids, kv = rid
-        R = len(root_ids) if kv is not None else 0
-        rows = build_rows(items, root_ids if kv is not None else ())
-        fed = [row.fed_nodes() for row in rows]
-        B, N = len(rows), max(len(f) for f in fed)
-        dev = self.model_.device
-        ids = torch.zeros((B, N), dtype=torch.long)
-        pos = torch.zeros((B, N), dtype=torch.long)
-        reads = []  # per row: fed-index of every node whose logits are read
-        for b, (row, nodes) in enumerate(zip(rows, fed)):
-            ids[b, : len(nodes)] = torch.as_tensor(np.asarray(row.tokens)[nodes])
-            pos[b, : len(nodes)] = torch.as_tensor(np.asarray(row.position)[nodes])
-            read = sorted({int(row.parent[n]) for s in row.slots for p in s.option_paths for n in p})
-            reads.append(read)
-        index = [{int(n): j for j, n in enumerate(nodes)} for nodes in fed]
-        P = max(len(r) for r in reads)
-        keep = torch.zeros((B, P), dtype=torch.long)
-        for b, r in enumerate(reads):
-            cols = [index[b][n] for n in r]
-            keep[b, : len(cols)] = torch.as_tensor(cols)
-            keep[b, len(cols):] = cols[-1]
-        kind, plan = self.mask_plan_
-        mask = tree_masks(rows, fed, R, plan, kind, self.dtype_, dev)
-        cache = DynamicCache()
-        if kv is not None:
-            for i, (k, v) in enumerate(kv):
-                cache.update(k.expand(B, *k.shape[1:]), v.expand(B, *v.shape[1:]), i)
-        mode = contextlib.nullcontext() if grad else torch.inference_mode()
-        with mode, native_gqa(dev):
-            out = self.model_(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos.to(dev),
-                              use_cache=not grad, logits_to_keep=keep.to(dev), **{cache_keyword(self.model_): cache})
-            logits = _logits_of(out).reshape(B, P, -1)
-            results = [None] * len(items)
-            for b, row in enumerate(rows):
-                r = reads[b]
-                lse = torch.logsumexp(logits[b, : len(r)].double(), -1) if grad else lse64(logits[b, : len(r)])
-                at = {n: j for j, n in enumerate(r)}
-                for slot in row.slots:
-                    parents = [at[int(row.parent[n])] for p in slot.option_paths for n in p]
-                    toks = [row.tokens[n] for p in slot.option_paths for n in p]
-                    lens = [len(p) for p in slot.option_paths]
-                    if grad:  # the same sums, kept on the autograd graph
-                        seg = torch.repeat_interleave(torch.arange(len(lens)), torch.as_tensor(lens)).to(dev)
-                        vals = logits[b, parents, toks].double() - lse[parents]
-                        results[slot.query] = torch.zeros(len(lens), dtype=torch.float64, device=dev) \
-                            .index_add(0, seg, vals)
-                        continue
-                    lp = (logits[b, parents, toks].double() - lse[parents]).cpu().numpy()
-                    results[slot.query] = np.add.reduceat(lp, np.r_[0, np.cumsum(lens)[:-1]]) \
-                        if len(lp) else np.zeros(len(lens))
-        self._last_fed = int(sum(len(f) for f in fed))
+        results, self._last_fed = tree_pass(self.model_, self.mask_plan_, self.dtype_, rid, items, grad=grad)
         return results
 
     # ---------------------------------------------------------- fallback pass
@@ -587,11 +569,3 @@ def _common_prefix(seqs) -> list[int]:
     while i < n and all(s[i] == first[i] for s in seqs):
         i += 1
     return list(first[:i])
-
-
-def _group_order(items):
-    """Groups of item indices (items of one group share a row), longest prompts first."""
-    groups: dict[int, list[int]] = {}
-    for i, it in enumerate(items):
-        groups.setdefault(it.group, []).append(i)
-    return sorted(groups.values(), key=lambda g: -max(len(items[i].ids) for i in g))

@@ -1,0 +1,190 @@
+"""Certified search: the same argmax as full exact scoring, probabilities within tolerance, honest flags.
+
+Full exact scoring (the engine, itself checked against judge.testing.Reference on every
+architecture) is the reference here; labels up to a few thousand, biases of both signs,
+temperatures below and above 1.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from judge import Classifier
+from judge._math import softmax
+from judge.calibration.state import Calibration
+from judge.engine import Engine, Item, OptionTrie
+from judge.testing import icd_codes, phrases, tiny_model, tool_names
+
+TEXTS = ["I am still waiting on my card?", "top up failed again", "what rate do you use", "pin blocked",
+         "Where is the money I sent yesterday?"]
+_MODELS = {}
+
+
+def _model(arch, tok, seed):
+    key = (arch, seed)
+    if key not in _MODELS:
+        window = 16 if arch in ("mistral", "gemma3") else None
+        _MODELS[key] = tiny_model(arch, tok, seed=seed, sliding_window=window)
+    return _MODELS[key]
+
+
+def _labels(family, k, seed):
+    return {"tools": tool_names, "phrases": phrases, "icd": icd_codes}[family](k, seed)
+
+
+def _full_scores(eng, items, chunk=400):
+    """Full exact scores, label chunks scored as separate items (bounded memory)."""
+    out = []
+    for it in items:
+        parts = [Item(it.ids, it.options[s:s + chunk], group=j)
+                 for j, s in enumerate(range(0, len(it.options), chunk))]
+        out.append(np.concatenate(eng.score_items(parts, batch_size=4)))
+    return np.stack(out)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(arch=st.sampled_from(["llama", "mistral", "gemma3"]), seed=st.integers(0, 2),
+       k=st.sampled_from([2, 7, 30, 300, 3000]), family=st.sampled_from(["tools", "phrases", "icd"]),
+       T=st.sampled_from([0.3, 1.0, 2.5]), bias_scale=st.sampled_from([0.0, 0.5, 2.0]),
+       eps=st.sampled_from([1e-3, 1e-2, 0.1]))
+def test_certified_search_equals_full_exact(smollm2, arch, seed, k, family, T, bias_scale, eps):
+    tok = smollm2[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine(_model(arch, tok, seed), tok).setup()
+    labels = _labels(family, k, seed)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    items = [Item(eng.encode([("Classify the text.\nText: ", False), (t, True), ("\nLabel:", False)]), seqs)
+             for t in TEXTS[:2]]
+    full = _full_scores(eng, items)
+    rng = np.random.default_rng(seed)
+    bias = rng.normal(0, bias_scale, k) if bias_scale else None  # both signs
+    cal = (full - (0.0 if bias is None else bias)) / T
+    trie = OptionTrie(seqs)
+    res = eng.search(items, trie, bias=bias, temperature=T)
+    assert res.certified.all() and (res.gap == 0).all()
+    np.testing.assert_array_equal(res.best, cal.argmax(1))
+    got = res.dense(k)
+    seen = np.isfinite(got)
+    np.testing.assert_allclose(got[seen], full[seen], atol=1e-4, rtol=0)  # every label it completed is exact
+    tol = eng.search(items, trie, bias=bias, temperature=T, mode="tolerance", eps=eps)
+    p = softmax(np.nan_to_num((tol.dense(k) - (0.0 if bias is None else bias)) / T, nan=-np.inf))
+    tv = 0.5 * np.abs(p - softmax(cal)).sum(1)
+    assert tol.certified.all() and (tv <= eps + 1e-9).all(), tv
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(arch=st.sampled_from(["llama", "mistral", "gemma3"]), seed=st.integers(0, 2),
+       k=st.integers(2, 30), family=st.sampled_from(["tools", "phrases"]),
+       T=st.sampled_from([0.3, 1.0, 2.5]), bias_scale=st.sampled_from([0.0, 0.5, 2.0]),
+       eps=st.sampled_from([1e-3, 1e-2, 0.1]))
+def test_classifier_predict_is_the_full_argmax(smollm2, arch, seed, k, family, T, bias_scale, eps):
+    tok = smollm2[1]
+    model = _model(arch, tok, seed)
+    labels = _labels(family, k, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = Classifier(labels, model, tokenizer=tok, method="exact", batch_size=2)
+        full = clf.decision_function(TEXTS)
+        rng = np.random.default_rng(seed)
+        bias = rng.normal(0, bias_scale, k) if bias_scale else None
+        cal = Calibration(tuple(labels), bias, float(T), None, np.full((2, k), 1 / k), np.array([0, 1]))
+        object.__setattr__(clf, "calibration_", cal)
+        want = cal.transform(full)
+        got = clf.predict(TEXTS)
+        assert list(got) == [labels[i] for i in want.argmax(1)]
+        assert clf.search_report_.certified.all()
+        approx = clf.predict_proba(TEXTS, tolerance=eps)
+    tv = 0.5 * np.abs(approx - want).sum(axis=1)
+    assert (tv <= eps + 1e-9).all(), tv
+    np.testing.assert_allclose(approx.sum(axis=1), 1.0)
+
+
+def test_a_spent_budget_is_flagged_with_its_gap(tiny_llama):
+    model, tok = tiny_llama
+    eng = Engine(model, tok)
+    labels = tool_names(500, 1)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    items = [Item(eng.encode([("Text: ", False), (t, True), ("\nLabel:", False)]), seqs) for t in TEXTS[:3]]
+    trie = OptionTrie(seqs)
+    full = eng.search(items, trie)
+    assert full.certified.all() and (full.fed > 40).all()
+    cut = eng.search(items, trie, budget=40, per_round=8)
+    assert not cut.certified.any()
+    assert (cut.gap > 0).all() and np.isfinite(cut.gap).all()  # by how much an open label could still win
+    assert ((cut.best >= 0) & (cut.best < len(labels))).all()  # an answer, flagged, never nothing
+    assert (cut.fed <= 40 + trie.depth.max()).all()  # over budget only to complete one label
+    # the gap is honest: the certified best beats the cut answer by at most the gap
+    assert (full.best_score - cut.best_score <= cut.gap + 1e-9).all()
+    clf = Classifier(labels, model, tokenizer=tok, method="exact", search_budget=40)
+    with pytest.warns(UserWarning, match=r"not certified: the search for the argmax spent its budget of 40"):
+        pred = clf.predict(TEXTS[:3])
+    assert set(pred) <= set(labels) and not clf.search_report_.certified.any()
+
+
+def test_search_feeds_fewer_tokens_and_zero_tolerance_is_full(tiny_llama):
+    model, tok = tiny_llama
+    labels = tool_names(40, 0)
+    clf = Classifier(labels, model, tokenizer=tok, method="exact")
+    full = clf.decision_function(TEXTS)
+    fed_full = clf.engine_.last_usage_["input_tokens"]
+    pred = clf.predict(TEXTS)
+    assert list(pred) == [labels[i] for i in full.argmax(1)]
+    assert clf.search_report_.fed.sum() <= fed_full
+    np.testing.assert_array_equal(clf.predict_proba(TEXTS, tolerance=0.0), softmax(full))
+    with pytest.raises(ValueError, match=r"tolerance must be a number in \[0, 1\), got 1.5"):
+        clf.predict_proba(TEXTS, tolerance=1.5)
+
+
+def test_auto_searches_above_decode_above_and_keeps_beam_search_on_request(tiny_llama):
+    model, tok = tiny_llama
+    labels = icd_codes(60, 3)
+    clf = Classifier(labels, model, tokenizer=tok, decode_above=50)
+    assert clf.setup().method_ == "search"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pred = clf.predict(TEXTS[:2])
+        exact = Classifier(labels, model, tokenizer=tok, method="exact").decision_function(TEXTS[:2])
+    assert list(pred) == [labels[i] for i in exact.argmax(1)]
+    p = clf.predict_proba(TEXTS[:2])  # the search path's default tolerance
+    assert (0.5 * np.abs(p - softmax(exact)).sum(1) <= clf.search_tolerance + 1e-9).all()
+    s = clf.decision_function(TEXTS[:2])
+    assert np.isfinite(s).any(axis=1).all() and np.isneginf(s).any()  # unexpanded labels: -inf
+    assert Classifier(labels, model, tokenizer=tok, method="decode").setup().method_ == "decode"
+
+
+def test_shortlist_scores_its_labels_exactly_and_reports_recall(tiny_llama):
+    model, tok = tiny_llama
+    labels = ["card arrival", "card linking", "exchange rate", "pin blocked", "top up failed", "lost card"]
+    texts = ["my card arrival is late", "what exchange rate applies", "top up failed twice"]
+    y = ["card arrival", "exchange rate", "top up failed"]
+    clf = Classifier(labels, model, tokenizer=tok, method="exact", shortlist=2, shortlist_encoder="tfidf")
+    s = clf.decision_function(texts)
+    assert (np.isfinite(s).sum(1) == 2).all()
+    full = Classifier(labels, model, tokenizer=tok, method="exact").decision_function(texts)
+    np.testing.assert_allclose(s[np.isfinite(s)], full[np.isfinite(s)], atol=1e-6)
+    keep = clf.compiled_.shortlist.query(texts)
+    manual = np.mean([labels.index(g) in row for g, row in zip(y, keep)])
+    assert clf.shortlist_recall(texts, y) == manual == 1.0
+    outside = [next(lab for j, lab in enumerate(labels) if j not in row) for row in keep]
+    assert clf.shortlist_recall(texts, outside) == 0.0
+    half = [outside[0]] + y[1:]
+    assert clf.shortlist_recall(texts, half) == pytest.approx(2 / 3)
+    assert set(clf.predict(texts)) <= set(labels)
+    with pytest.raises(ValueError, match="shortlist must be None or a positive int"):
+        Classifier(labels, model, tokenizer=tok, shortlist=0)
+    with pytest.raises(ValueError, match="shortlist_recall needs a shortlist"):
+        Classifier(labels, model, tokenizer=tok).shortlist_recall(texts, y)
+
+
+def test_option_trie():
+    t = OptionTrie([[1, 2], [1, 3], [4]])
+    assert t.prefix_free and t.n_under[0] == 3 and t.children(1).tolist() == [3, 4]
+    assert not OptionTrie([[1], [1, 2]]).prefix_free
+    with pytest.raises(ValueError, match="Option 1 has no tokens"):
+        OptionTrie([[1], []])
