@@ -28,10 +28,28 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="PROFILE", default=None,
                    help="decision calibration profile from `judge calibrate-decisions`")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
+    p.add_argument("--backend", choices=("transformers", "vllm"), default="transformers",
+                   help="who scores: the transformers engine (default) or vLLM (its own environment: "
+                        "scripts/setup_vllm.sh; --model a hub id or folder)")
     p.add_argument("--served-name", default=None, help="model name in responses (default trie-judge/<model>)")
     p.add_argument("--max-wait-ms", type=float, default=5.0, help="micro-batching wait (default 5 ms)")
     p.add_argument("--max-batch-questions", type=int, default=256, help="questions per forward pass (default 256)")
     p.add_argument("--max-queue", type=int, default=64, help="waiting requests before 429 (default 64)")
+    p.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024,
+                   help="largest request body, compressed or not, and decoded (default 2 MiB)")
+    p.add_argument("--max-questions", type=int, default=1024, help="questions per request (default 1024)")
+    p.add_argument("--max-options", type=int, default=10_000,
+                   help="options per choice question, at least 255 (default 10000)")
+    p.add_argument("--max-request-tokens", type=int, default=65536, help="tokens per request (default 65536)")
+    p.add_argument("--max-state-tokens", type=int, default=32768,
+                   help="tokens of the state plus the longest question (default 32768)")
+    p.add_argument("--max-batch-tokens", type=int, default=8192,
+                   help="tokens per scoring call and per forward pass: bounds memory (default 8192)")
+    p.add_argument("--torch-threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's, one per core); 1 is faster on a shared, "
+                        "oversubscribed machine")
+    p.add_argument("--drain-seconds", type=float, default=300,
+                   help="on SIGTERM/SIGINT, how long admitted requests may take to finish (default 300)")
     p.add_argument("--log-level", default="info")
 
 
@@ -91,13 +109,32 @@ def run_serve(args: argparse.Namespace) -> int:
             print(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty; export it "
                   f"or drop the option to accept any key.", file=sys.stderr)
             return 2
-    decider = Decider(args.model, device=args.device, calibration=args.calibration)
+    from judge.engine import Engine
+
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    if getattr(args, "backend", "transformers") == "vllm":  # the same scoring calls, answered by vLLM
+        from judge.backends.vllm import VLLMScorer
+
+        engine = VLLMScorer(args.model)
+    else:
+        engine = Engine(args.model, device=args.device, max_batch_tokens=args.max_batch_tokens)
+    decider = Decider(args.model, device=args.device, calibration=args.calibration, scorer=engine)
     if args.calibration:
         _ = decider.calibration_  # fail now, not on the first request
-    config = ServerConfig(api_key=key, served_name=args.served_name, max_wait_ms=args.max_wait_ms,
-                          max_batch_questions=args.max_batch_questions, max_queue=args.max_queue)
+    try:
+        config = ServerConfig(api_key=key, served_name=args.served_name, max_wait_ms=args.max_wait_ms,
+                              max_batch_questions=args.max_batch_questions, max_queue=args.max_queue,
+                              max_body_bytes=args.max_body_bytes, max_questions=args.max_questions,
+                              max_options=args.max_options, max_request_tokens=args.max_request_tokens,
+                              max_state_tokens=args.max_state_tokens, max_batch_tokens=args.max_batch_tokens)
+    except ValueError as e:
+        print(f"judge serve: {e}", file=sys.stderr)
+        return 2
     uvicorn.run(create_app(decider, config), host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=30)
+                timeout_graceful_shutdown=args.drain_seconds)
     return 0
 
 

@@ -8,8 +8,10 @@ imports `judge.decisions` and never the other way round (the one exception:
 - `app.create_app` builds the ASGI app around a `judge.decisions.Decider`;
 - `contract` holds the pydantic models of both wire contracts and the one mapping
   onto `judge.decisions` questions;
-- `batching.MicroBatcher` merges concurrent requests into one scoring call,
-  with a bounded wait and a bounded queue (429 when full);
+- `admission.Admission` parses, validates, limits and prices each request in threads
+  apart from the scoring thread (413/422 before anything is queued) and cuts it into jobs;
+- `batching.MicroBatcher` merges concurrent jobs into scoring calls sized by tokens,
+  serving requests in turn, with a bounded wait and a bounded queue (429 when full);
 - `errors` writes the contract's error bodies.
 
 ``judge serve`` and ``judge calibrate-decisions`` live in `judge.cli.serve`.

@@ -1,15 +1,25 @@
-"""The ASGI app: routes, the auth and body-decoding gate, the micro-batched scoring worker.
+"""The ASGI app: routes, the auth and body gate, admission, the micro-batched scoring worker.
 
 Routes: ``POST /v1/systemone``, ``POST /v1/decisions``, ``GET /v1/models``,
-``GET /healthz``. Every ``/v1/`` request passes the `_Gate` first: the bearer
-key is checked when one is configured (any key, or none, is accepted
-otherwise), and a ``Content-Encoding: zstd`` (or gzip/deflate) body is
-decoded, bounded in size.
+``GET /healthz``. Every ``/v1/`` request passes the `_Gate` first: it gets a request id
+(the ``x-request-id`` header of its response), the bearer key is checked when one is
+configured (any key, or none, is accepted otherwise), and the body is read bounded by
+``max_body_bytes`` whether it is compressed or not (413 naming the limit and the size);
+a ``Content-Encoding: zstd`` (or gzip/deflate) body is decoded, bounded the same way.
 
-Requests are validated (`judge.server.contract`, 422 with ``detail[]``), turned into
-`judge.decisions` questions, checked against the token budget (`Decider.count_tokens`:
-the scorer's own tokenizer, 413 when over) and queued on a `MicroBatcher`; one worker
-thread answers each batch with one `Decider.ask_many` call (one ``score()`` call).
+Each request is then admitted in a thread pool apart from the scoring thread
+(`judge.server.admission`: parsed, validated, limited, priced with the scorer's own
+tokenizer; 422 / 413 before anything is queued), cut into jobs of at most
+``max_batch_tokens`` tokens and queued on a `MicroBatcher`, which serves requests in turn;
+one worker thread answers each batch with one `Decider.ask_many` call (one ``score()``
+call). A client that disconnects has its waiting jobs dropped. An exception inside
+scoring that is not the request's fault answers 500 with the request id (logged with
+its traceback on ``judge.server``) and the server keeps serving; SIGTERM (uvicorn) stops
+taking requests and finishes the admitted ones.
+
+Memory: one scoring call at a time, each bounded by the engine's settings
+(`judge.engine.passes.memory_bound`); admission holds at most ``admission_threads``
+bodies of at most ``max_body_bytes`` at once.
 
 What it deliberately does not do: parse the wire form (`judge.server.contract`), build
 prompts or score (`judge.decisions`), or parse command lines (``judge serve`` lives in
@@ -30,32 +40,33 @@ Examples
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as _dt
 import hmac
 import io
 import json
+import logging
+import resource
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 
 from judge._errors import LabelError
 from judge.decisions import Decider, DecisionError, YesNo
+from judge.server.admission import Admission, Invalid
 from judge.server.batching import MicroBatcher, Overloaded, ShuttingDown
-from judge.server.contract import (
-    DecisionsRequest,
-    SystemOneRequest,
-    decisions_to_questions,
-    render_input,
-    to_questions,
-)
 from judge.server.errors import ApiError, error_body, install_handlers, validation_response
 
-__all__ = ["ServerConfig", "create_app"]
+__all__ = ["ServerConfig", "create_app", "memory_bound"]
 
 ALIASES = ("jev-latest",)
+_LOG = logging.getLogger("judge.server")
 RELEASE_DATE = "2026-12-01"
 
 
@@ -77,9 +88,19 @@ class ServerConfig:
         Requests allowed to wait; more get 429.
     max_request_tokens, max_state_tokens : int
         Token budgets (the contract's 64k per request, 32k for the state plus
-        the longest question); over budget gets 413.
+        the longest question); over budget gets 413. A question's deepest token
+        must also lie within the model's context (413 otherwise).
     max_body_bytes : int
-        Largest (decoded) request body.
+        Largest request body, compressed or not, and largest decoded body (413).
+    max_questions : int
+        Questions per request (413 over it).
+    max_options : int
+        Options per choice question (413 over it); at least 255, the contract's floor.
+    max_batch_tokens : int
+        Tokens per scoring call: a larger request is cut into jobs of at most this
+        many tokens, served in turn with other requests' jobs.
+    admission_threads : int
+        Threads that parse, validate and price requests (apart from the scoring thread).
     extensions : bool
         Add ``x_`` fields (option mass, batch size, timings) to responses.
 
@@ -96,8 +117,24 @@ class ServerConfig:
     max_queue: int = 64
     max_request_tokens: int = 65536
     max_state_tokens: int = 32768
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = 2 * 1024 * 1024
+    max_questions: int = 1024
+    max_options: int = 10_000
+    max_batch_tokens: int = 8192
+    admission_threads: int = 2
     extensions: bool = True
+
+    def __post_init__(self):
+        for name in ("max_batch_questions", "max_queue", "max_request_tokens", "max_state_tokens", "max_body_bytes",
+                     "max_questions", "max_batch_tokens", "admission_threads"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"ServerConfig({name}={v!r}): expected a positive int.")
+        if not isinstance(self.max_options, int) or self.max_options < 255:
+            raise ValueError(f"ServerConfig(max_options={self.max_options!r}): the contract requires at least 255 "
+                             f"options per question to be accepted; use 255 or more.")
+        if self.max_wait_ms < 0:
+            raise ValueError(f"ServerConfig(max_wait_ms={self.max_wait_ms!r}): expected >= 0.")
 
 
 # ----------------------------------------------------------------------------- gate
@@ -116,7 +153,7 @@ def _decompress(encoding: str, body: bytes, limit: int) -> bytes:
                 from compression import zstd  # Python 3.14
             except ImportError:
                 from backports import zstd
-            out = zstd.decompress(body)
+            out = zstd.ZstdDecompressor().decompress(body, max_length=limit + 1)
     elif encoding in ("gzip", "x-gzip"):
         import gzip
 
@@ -130,12 +167,13 @@ def _decompress(encoding: str, body: bytes, limit: int) -> bytes:
         raise ApiError(415, f"Content-Encoding {encoding!r} is not supported; send zstd, gzip, deflate or an "
                             f"uncompressed body.")
     if len(out) > limit:
-        raise ApiError(413, f"the decoded request body is over {limit} bytes; send a smaller request.")
+        raise ApiError(413, f"the decoded request body is over {limit} bytes (max_body_bytes; {len(body)} bytes "
+                            f"compressed); send fewer or shorter questions per request.")
     return out
 
 
 class _Gate:
-    """ASGI middleware: bearer auth, then request-body decoding, for ``/v1/`` routes."""
+    """ASGI middleware for ``/v1/`` routes: a request id, bearer auth, the body read bounded (and decoded)."""
 
     def __init__(self, app, *, api_key: str | None, max_body_bytes: int, stats: dict | None = None):
         self.app, self.api_key, self.limit = app, api_key, max_body_bytes
@@ -148,44 +186,78 @@ class _Gate:
                                 *headers]})
         await send({"type": "http.response.body", "body": raw})
 
+    def _too_large(self, size: int, exact: bool, compressed: bool) -> dict:
+        what = "compressed request body" if compressed else "request body"
+        got = f"{size} bytes" if exact else f"more than {size} bytes"
+        return error_body(413, f"the {what} is {got}, over this server's limit of {self.limit} bytes "
+                               f"(max_body_bytes); send fewer or shorter questions per request, or split it.")
+
+    async def _read(self, receive, declared: int | None):
+        """The whole body, or (None, size, exact) when it is over the limit (read and dropped, up to a bound)."""
+        chunks, total, more, over = [], 0, True, declared is not None and declared > self.limit
+        while more:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return None, -1, False
+            part = msg.get("body", b"")
+            total += len(part)
+            more = msg.get("more_body", False)
+            if total > self.limit:
+                over, chunks = True, []
+                if total > 16 * self.limit:  # stop draining a huge body: answer and close
+                    return (None, declared, True) if declared is not None and declared >= total else \
+                        (None, total, False)
+            elif not over:
+                chunks.append(part)
+        if over:
+            return None, declared if declared is not None and declared >= total else total, True
+        return b"".join(chunks), total, True
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
             return await self.app(scope, receive, send)
+        rid = uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = rid
+        tag = (b"x-request-id", rid.encode())
+
+        async def send_id(msg):
+            if msg["type"] == "http.response.start":
+                msg = dict(msg, headers=[*msg.get("headers", []), tag])
+            await send(msg)
+
         headers = {k.lower(): v for k, v in scope["headers"]}
         if self.api_key is not None:
             auth = headers.get(b"authorization", b"").decode("latin-1")
             if not auth:
-                return await self._reply(send, 401, error_body(401, "Missing API key: send the header "
-                                                                    "`Authorization: Bearer <key>`."),
+                return await self._reply(send_id, 401, error_body(401, "Missing API key: send the header "
+                                                                       "`Authorization: Bearer <key>`."),
                                          [(b"www-authenticate", b"Bearer")])
             scheme, _, key = auth.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(key.strip().encode(), self.api_key.encode()):
-                return await self._reply(send, 401, error_body(401, "Invalid API key: the key in `Authorization: "
-                                                                    "Bearer <key>` is not this server's key."),
+                return await self._reply(send_id, 401, error_body(401, "Invalid API key: the key in `Authorization: "
+                                                                       "Bearer <key>` is not this server's key."),
                                          [(b"www-authenticate", b"Bearer")])
+        if scope.get("method") not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send_id)
         enc = headers.get(b"content-encoding", b"").decode("latin-1").strip().lower()
-        if not enc or enc == "identity":
-            return await self.app(scope, receive, send)
-        chunks, more = [], True
-        total = 0
-        while more:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
+        declared = headers.get(b"content-length", b"").decode("latin-1").strip()
+        body, size, exact = await self._read(receive, int(declared) if declared.isdigit() else None)
+        if body is None:
+            if size < 0:  # the client went away while sending
                 return
-            chunks.append(msg.get("body", b""))
-            total += len(chunks[-1])
-            more = msg.get("more_body", False)
-            if total > self.limit:
-                return await self._reply(send, 413, error_body(413, f"the request body is over {self.limit} bytes."))
-        try:
-            body = _decompress(enc, b"".join(chunks), self.limit)
-        except ApiError as e:
-            return await self._reply(send, e.status, error_body(e.status, e.message))
-        except Exception as e:  # noqa: BLE001 - a corrupt body is the client's error
-            return await self._reply(send, 400, error_body(400, f"the request body is not valid {enc} data "
-                                                                f"({type(e).__name__}: {e}); compress the JSON "
-                                                                f"body, or drop the Content-Encoding header."))
-        self.stats[f"decoded_{enc}"] = self.stats.get(f"decoded_{enc}", 0) + 1
+            self.stats["too_large"] = self.stats.get("too_large", 0) + 1
+            return await self._reply(send_id, 413, self._too_large(size, exact, bool(enc) and enc != "identity"),
+                                     [(b"connection", b"close")])
+        if enc and enc != "identity":
+            try:
+                body = _decompress(enc, body, self.limit)
+            except ApiError as e:
+                return await self._reply(send_id, e.status, error_body(e.status, e.message))
+            except Exception as e:  # noqa: BLE001 - a corrupt body is the client's error
+                return await self._reply(send_id, 400, error_body(400, f"the request body is not valid {enc} data "
+                                                                       f"({type(e).__name__}: {e}); compress the JSON "
+                                                                       f"body, or drop the Content-Encoding header."))
+            self.stats[f"decoded_{enc}"] = self.stats.get(f"decoded_{enc}", 0) + 1
         new_headers = [(k, v) for k, v in scope["headers"]
                        if k.lower() not in (b"content-encoding", b"content-length")]
         new_headers.append((b"content-length", str(len(body)).encode()))
@@ -199,10 +271,53 @@ class _Gate:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        return await self.app(scope, receive2, send)
+        return await self.app(scope, receive2, send_id)
 
 
 # ----------------------------------------------------------------------------- app
+
+#: Python objects of one request under admission, per byte of its body (measured: 8x for
+#: a body of 2,000-option questions, the most objects per byte; doubled).
+ADMISSION_BYTES_PER_BODY_BYTE = 16
+
+
+def memory_bound(decider: Decider, config: ServerConfig) -> dict:
+    """The documented peak memory of serving any request above an idle server, in bytes.
+
+    ``engine``: one scoring call at a time, bounded by the engine's settings
+    (`judge.engine.passes.memory_bound` of its ``max_batch_tokens`` and ``max_batch_logits``);
+    ``admission``: at most ``admission_threads`` bodies of at most ``max_body_bytes`` being
+    parsed and priced, ``ADMISSION_BYTES_PER_BODY_BYTE`` bytes of Python objects per body byte.
+    ``/healthz`` reports it (``memory_bound_bytes``); a test checks a maximal request under it.
+
+    Returns
+    -------
+    dict
+        ``{"engine": dict, "admission": int, "total": int}``.
+
+    Examples
+    --------
+    >>> from judge.testing import tiny_pair
+    >>> b = memory_bound(Decider(*tiny_pair()), ServerConfig())
+    >>> b["total"] == b["engine"]["total"] + b["admission"], b["admission"] == 2 * 16 * 2 * 2**20
+    (True, True)
+    """
+    from judge.engine.passes import default_max_logits
+    from judge.engine.passes import memory_bound as engine_bound
+
+    scorer = decider.scorer_
+    scorer.setup()
+    model = scorer.model_
+    cfg = getattr(model.config, "text_config", None) or model.config
+    T = int(getattr(scorer, "max_batch_tokens", None) or 8192)
+    P = int(getattr(scorer, "max_batch_logits", None) or default_max_logits(cfg.vocab_size))
+    dtype = next(model.parameters()).dtype
+    kinds = getattr(scorer, "mask_plan_", ("single", {None: None}))
+    engine = engine_bound(model, max_batch_tokens=T, max_batch_logits=P, dtype_bytes=dtype.itemsize,
+                          mask_types=len(kinds[1]) if kinds[0] == "dict" else 1)
+    admission = config.admission_threads * ADMISSION_BYTES_PER_BODY_BYTE * config.max_body_bytes
+    return {"engine": engine, "admission": admission, "total": engine["total"] + admission}
+
 
 def _served_name(decider: Decider, config: ServerConfig) -> str:
     if config.served_name:
@@ -240,41 +355,30 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
     served = _served_name(decider, config)
     accepted = {served, *ALIASES, decider.model_name, "trie-judge"}
 
-    def budget(state, questions) -> int:
-        """Tokens of one request (state once, each question's own text, its options); 413 when over budget."""
-        n = decider.count_tokens(state, questions)
-        longest = max(n["questions"].values())
-        if n["state"] + longest > config.max_state_tokens:
-            raise ApiError(413, f"the state plus the longest question is {n['state'] + longest} tokens, over the "
-                                f"{config.max_state_tokens}-token budget; shorten the state or split the question.")
-        if n["total"] > config.max_request_tokens:
-            raise ApiError(413, f"the request is {n['total']} tokens, over the {config.max_request_tokens}-token "
-                                f"budget; send fewer questions per request.")
-        return n["total"]
-
     def run_batch(payloads):
-        results: list = [None] * len(payloads)
-        calls, idx = [], []
-        for i, (state, questions) in enumerate(payloads):
-            try:
-                n = budget(state, questions)
-            except Exception as e:  # noqa: BLE001 - reported to that request only
-                results[i] = e
-                continue
-            calls.append((state, questions))
-            idx.append((i, n))
-        if calls:
-            t0 = time.perf_counter()
-            answers = decider.ask_many(calls)
-            ms = (time.perf_counter() - t0) * 1000
-            batch_tokens = int(decider.last_usage_.get("input_tokens", 0))
-            for (i, n), a in zip(idx, answers):
-                results[i] = {"answers": a, "input_tokens": n, "batch_tokens": batch_tokens,
-                              "batch_requests": len(calls), "compute_ms": ms}
-        return results
+        t0 = time.perf_counter()
+        answers = decider.ask_many(payloads)
+        ms = (time.perf_counter() - t0) * 1000
+        batch_tokens = int(decider.last_usage_.get("input_tokens", 0))
+        stats["scoring_calls"] += 1
+        stats["scored_tokens"] += batch_tokens
+        stats["scoring_s"] += ms / 1000
+        return [{"answers": a, "batch_tokens": batch_tokens, "batch_requests": len(payloads), "compute_ms": ms}
+                for a in answers]
 
-    batcher = MicroBatcher(run_batch, max_wait_s=config.max_wait_ms / 1000,
-                           max_questions=config.max_batch_questions, max_queue=config.max_queue)
+    batcher = MicroBatcher(run_batch, max_wait_s=config.max_wait_ms / 1000, max_questions=config.max_batch_questions,
+                           max_queue=config.max_queue, max_tokens=config.max_batch_tokens)
+
+    def check_model(model: str) -> None:
+        if model not in accepted:
+            raise ApiError(404, f"model {model!r} is not served here; use one of {sorted(accepted)} "
+                                f"(GET /v1/models lists them).")
+
+    admission = Admission(decider, check_model, max_questions=config.max_questions, max_options=config.max_options,
+                          max_request_tokens=config.max_request_tokens, max_state_tokens=config.max_state_tokens,
+                          max_job_tokens=config.max_batch_tokens, max_job_questions=config.max_batch_questions)
+    admit_pool = ThreadPoolExecutor(config.admission_threads, thread_name_prefix="judge-admit")
+    bound: dict = {"total": None}
 
     def warm_up():
         decider.ask("warm up", {"q": YesNo("Is this a test?")})
@@ -283,69 +387,94 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
     async def lifespan(app):
         await batcher.start()
         await batcher.call(warm_up)
+        with contextlib.suppress(AttributeError):  # a scorer without a transformers model: no formula
+            bound.update(memory_bound(decider, config))
         yield
         await batcher.stop()
+        admit_pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="trie-judge decisions", version="0.1", lifespan=lifespan)
-    stats: dict = {}
+    stats: dict = {"disconnected": 0, "server_errors": 0, "scoring_calls": 0, "scored_tokens": 0, "scoring_s": 0.0}
     app.state.batcher = batcher
     app.state.decider = decider
+    app.state.admission = admission
     install_handlers(app)
 
-    def check_model(model: str) -> None:
-        if model not in accepted:
-            raise ApiError(404, f"model {model!r} is not served here; use one of {sorted(accepted)} "
-                                f"(GET /v1/models lists them).")
+    async def until_disconnect(receive):
+        while (await receive())["type"] != "http.disconnect":
+            pass
 
-    async def answer(state, questions):
-        n_q = len(questions)
+    async def answer(request: Request, admitted):
+        """Queue the request's jobs; drop them if the client goes away first."""
+        jobs = admitted.jobs(max_tokens=config.max_batch_tokens, max_questions=config.max_batch_questions)
         t0 = time.perf_counter()
+        work = asyncio.ensure_future(batcher.submit_many([j[0] for j in jobs], [j[1] for j in jobs],
+                                                         [j[2] for j in jobs]))
+        gone = asyncio.ensure_future(until_disconnect(request.receive))
         try:
-            res = await batcher.submit((state, questions), n_q)
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not work.done():
+            work.cancel()
+            stats["disconnected"] += 1
+            raise _Gone()
+        try:
+            parts = work.result()
         except Overloaded as e:
             raise ApiError(429, f"the server is busy ({e}); retry after a second.", headers={"Retry-After": "1"}) from None
         except ShuttingDown as e:
             raise ApiError(503, f"{e}; retry on another replica or after restart.", headers={"Retry-After": "1"}) from None
         except (DecisionError, LabelError) as e:  # the engine refused an option: the request's fault
-            raise _Invalid(str(e)) from None
-        res["total_ms"] = (time.perf_counter() - t0) * 1000
-        return res
+            raise Invalid(str(e)) from None
+        answers = {}
+        for p in parts:
+            answers.update(p["answers"])
+        return {"answers": {qid: answers[qid] for qid in admitted.questions}, "input_tokens": admitted.total,
+                "batch_tokens": sum(p["batch_tokens"] for p in parts),
+                "batch_requests": max(p["batch_requests"] for p in parts), "jobs": len(parts),
+                "compute_ms": sum(p["compute_ms"] for p in parts), "total_ms": (time.perf_counter() - t0) * 1000}
+
+    async def handle(request: Request, route: str, render):
+        """Admit (off the scoring thread), answer, render; every failure in the contract's shapes."""
+        rid = getattr(request.state, "request_id", None) or uuid.uuid4().hex[:16]
+        try:
+            loop = asyncio.get_running_loop()
+            body = await request.body()
+            t0 = time.perf_counter()
+            req, admitted = await loop.run_in_executor(admit_pool, admission.admit, body,
+                                                       request.headers.get("content-type"), route)
+            admit_ms = (time.perf_counter() - t0) * 1000
+            res = await answer(request, admitted)
+            res["admit_ms"] = admit_ms
+            return JSONResponse(render(req, res))
+        except Invalid as e:
+            return validation_response([{"loc": ["body", "questions"], "msg": str(e), "type": "value_error"}])
+        except _Gone:
+            return Response(status_code=499)
+        except (ApiError, RequestValidationError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a fault of this server, not of the request
+            stats["server_errors"] += 1
+            _LOG.exception("request %s failed inside the server", rid)
+            raise ApiError(500, f"the server failed on this request ({type(e).__name__}); this is a fault of the "
+                                f"server, not of the request, and it keeps serving. Request id {rid} (logged with "
+                                f"the traceback): retry, and report the id if it happens again.",
+                           error_type="api_error") from None
 
     def extensions(res) -> dict:
         if not config.extensions:
             return {}
         return {"x_calibrated": decider.calibration_ is not None, "x_batch_requests": res["batch_requests"],
                 "x_batch_input_tokens": res["batch_tokens"], "x_compute_ms": round(res["compute_ms"], 3),
-                "x_total_ms": round(res["total_ms"], 3)}
+                "x_total_ms": round(res["total_ms"], 3), "x_admit_ms": round(res["admit_ms"], 3), "x_jobs": res["jobs"]}
 
-    @app.post("/v1/systemone")
-    async def systemone(req: SystemOneRequest):
-        check_model(req.model)
-        try:
-            questions = to_questions(req)
-        except DecisionError as e:
-            return validation_response([{"loc": ["body", "questions"], "msg": str(e), "type": "value_error"}])
-        try:
-            res = await answer(req.state, questions)
-        except _Invalid as e:
-            return validation_response([{"loc": ["body", "questions"], "msg": str(e), "type": "value_error"}])
-        body = {"model": served,
+    def render_systemone(req, res) -> dict:
+        return {"model": served,
                 "answers": {qid: a.to_wire(extensions=config.extensions) for qid, a in res["answers"].items()},
                 "usage": {"input_tokens": int(res["input_tokens"]), "output_tokens": 0}, **extensions(res)}
-        return JSONResponse(body)
 
-    @app.post("/v1/decisions")
-    async def decisions(req: DecisionsRequest):
-        check_model(req.model)
-        try:
-            questions = decisions_to_questions(req)
-            state = render_input(req.input)
-        except DecisionError as e:
-            return validation_response([{"loc": ["body", "questions"], "msg": str(e), "type": "value_error"}])
-        try:
-            res = await answer(state, questions)
-        except _Invalid as e:
-            return validation_response([{"loc": ["body", "questions"], "msg": str(e), "type": "value_error"}])
+    def render_decisions(req, res) -> dict:
         out = []
         for i, q in enumerate(req.questions):
             a = res["answers"][str(i)]
@@ -364,17 +493,31 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         n = int(res["input_tokens"])
         usage = {"input_tokens": n, "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
                  "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n}
-        return JSONResponse({"model": served, "answers": out, "usage": usage,
-                             **extensions(res)})
+        return {"model": served, "answers": out, "usage": usage, **extensions(res)}
+
+    @app.post("/v1/systemone")
+    async def systemone(request: Request):
+        return await handle(request, "systemone", render_systemone)
+
+    @app.post("/v1/decisions")
+    async def decisions(request: Request):
+        return await handle(request, "decisions", render_decisions)
 
     @app.get("/v1/models")
     async def models():
         cal = decider.calibration_
+        how = decider.describe()
         state = "calibrated (decision profile loaded)" if cal is not None else \
             "uncalibrated (no decision calibration profile; run `judge calibrate-decisions`)"
-        desc = f"{decider.model_name} through trie-judge: exact option log-probabilities; {state}."
+        b = how["bias"]  # what the Decider is set to: "contextual", "running" or None (off)
+        bias = "bias correction off (no label-free prior divided out)" if not b["method"] else \
+            f"label-free bias correction on ({b['method']}: {b['what']})"
+        desc = (f"{decider.model_name} through trie-judge: exact log-probabilities of what each option means "
+                f"(descriptions, never opaque ids); {bias}; {state}.")
         extra = {"x_calibrated": cal is not None,
-                 "x_calibration": None if cal is None else {"temperature": cal.temperature, **cal.meta}}
+                 "x_calibration": None if cal is None else {"temperature": cal.temperature, **cal.meta},
+                 "x_bias_correction": how["bias"], "x_prompt_version": how["prompt_version"],
+                 "x_prompt_styles": how["styles"]}
         entries = [{"name": served, "description": desc, "release_date": RELEASE_DATE, **extra}]
         entries += [{"name": a, "description": f"Alias of {served}. {desc}", "release_date": RELEASE_DATE, **extra}
                     for a in ALIASES]
@@ -382,12 +525,25 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
     @app.get("/healthz")
     async def healthz():
-        return {"status": "ok", "waiting": batcher.waiting, "batches": batcher.batches_, "jobs": batcher.jobs_, **stats,
+        return {"status": "ok", "waiting": batcher.waiting, "running": batcher.running, "batches": batcher.batches_,
+                "jobs": batcher.jobs_, "cancelled_jobs": batcher.cancelled_, **stats, "rss_bytes": _rss_bytes(),
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "memory_bound_bytes": bound["total"],
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat()}
 
     app.add_middleware(_Gate, api_key=config.api_key, max_body_bytes=config.max_body_bytes, stats=stats)
     return app
 
 
-class _Invalid(Exception):
-    pass
+class _Gone(Exception):
+    """The client disconnected before its answer was ready."""
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            import os
+
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return -1

@@ -1,24 +1,29 @@
-"""Micro-batching: concurrent requests merged into one scoring call.
+"""Micro-batching: concurrent requests merged into scoring calls sized by tokens, served in turn.
 
-A request becomes a *job* (one state and its questions). One worker task
-takes the first waiting job, waits at most ``max_wait_s`` for more (up to
-``max_questions`` questions in all), then runs the whole batch in one worker
-thread with one call of ``run_batch`` (one ``Engine.score`` call). A job whose
-batch failed is retried alone, so one bad job never fails its neighbours.
+A request becomes one or more *jobs* (one state and some of its questions, priced in
+tokens before it is queued). One worker task takes jobs round-robin across the waiting
+requests (one job of each in turn, so a small request is never stuck behind all the jobs
+of a large one), waits at most ``max_wait_s`` for company, stops adding jobs at
+``max_questions`` questions or ``max_tokens`` tokens, then runs the batch in one worker
+thread with one call of ``run_batch`` (one ``Engine.score`` call). A job whose batch failed
+is retried alone, so one bad job never fails its neighbours.
 
-The queue is bounded: when ``max_queue`` jobs already wait, `submit` raises
-`Overloaded` at once (the server answers 429 with ``Retry-After``).
-`stop` refuses new jobs, finishes the waiting ones and the running batch,
-then ends the worker (graceful shutdown).
+The queue is bounded: when ``max_queue`` requests already wait, `submit` raises
+`Overloaded` at once (the server answers 429 with ``Retry-After``). A request whose caller
+goes away (its awaiting task is cancelled: the client disconnected) has its waiting jobs
+dropped before they are scored. `stop` refuses new requests, finishes the waiting ones and
+the running batch, then ends the worker (graceful shutdown).
 
-What it deliberately does not do: prioritise, time out jobs, run batches
-in parallel (one model, one thread), or know what a job is (``run_batch`` does).
+What it deliberately does not do: time out jobs, run batches in parallel (one model, one
+thread), or know what a job is (``run_batch`` does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +64,9 @@ class ShuttingDown(RuntimeError):
 class _Job:
     payload: Any
     size: int
+    tokens: int
     future: asyncio.Future
+    request: int
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -77,7 +84,14 @@ class MicroBatcher:
     max_questions : int
         Questions per batch (a single larger job runs alone).
     max_queue : int
-        Jobs allowed to wait; one more gets `Overloaded`.
+        Requests allowed to wait; one more gets `Overloaded`.
+    max_tokens : int, optional
+        Tokens per batch (a single larger job runs alone); None: no token bound.
+
+    Attributes
+    ----------
+    batches_, jobs_, cancelled_ : int
+        Batches run, jobs run, jobs dropped because their caller went away.
 
     Examples
     --------
@@ -92,31 +106,50 @@ class MicroBatcher:
     ([0, 2, 4], 1)
     """
 
-    def __init__(self, run_batch, *, max_wait_s: float = 0.005, max_questions: int = 256, max_queue: int = 64):
-        if max_wait_s < 0 or max_questions < 1 or max_queue < 1:
-            raise ValueError(f"MicroBatcher needs max_wait_s >= 0, max_questions >= 1 and max_queue >= 1, got "
-                             f"{max_wait_s}, {max_questions}, {max_queue}.")
+    def __init__(self, run_batch, *, max_wait_s: float = 0.005, max_questions: int = 256, max_queue: int = 64,
+                 max_tokens: int | None = None):
+        if max_wait_s < 0 or max_questions < 1 or max_queue < 1 or (max_tokens is not None and max_tokens < 1):
+            raise ValueError(f"MicroBatcher needs max_wait_s >= 0, max_questions >= 1, max_queue >= 1 and "
+                             f"max_tokens >= 1 (or None), got {max_wait_s}, {max_questions}, {max_queue}, "
+                             f"{max_tokens}.")
         self.run_batch = run_batch
         self.max_wait_s = max_wait_s
         self.max_questions = max_questions
         self.max_queue = max_queue
+        self.max_tokens = max_tokens
         self.batches_ = 0
         self.jobs_ = 0
-        self._queue: asyncio.Queue | None = None
+        self.cancelled_ = 0
+        self._waiting: OrderedDict[int, deque] = OrderedDict()  # request id -> its waiting jobs, in turn order
+        self._ids = itertools.count()
+        self._wake: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
+        self._running = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-score")
 
     @property
     def waiting(self) -> int:
-        """Jobs waiting in the queue (0 before `start`).
+        """Requests with jobs waiting in the queue (0 before `start`).
 
         Examples
         --------
         >>> MicroBatcher(lambda ps: ps).waiting
         0
         """
-        return self._queue.qsize() if self._queue is not None else 0
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        """Jobs being scored now.
+
+        Examples
+        --------
+        >>> MicroBatcher(lambda ps: ps).running
+        0
+        """
+        return self._running
 
     async def start(self) -> None:
         """Create the queue and the worker task on the running event loop.
@@ -132,7 +165,8 @@ class MicroBatcher:
         >>> asyncio.run(demo())
         0
         """
-        self._queue = asyncio.Queue(maxsize=self.max_queue)
+        self._wake, self._idle = asyncio.Event(), asyncio.Event()
+        self._idle.set()
         self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._worker())
 
@@ -153,8 +187,8 @@ class MicroBatcher:
         """
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def submit(self, payload, size: int = 1):
-        """Queue one job and wait for its result.
+    async def submit(self, payload, size: int = 1, tokens: int = 1):
+        """Queue one job (a request of one job) and wait for its result.
 
         Parameters
         ----------
@@ -162,11 +196,13 @@ class MicroBatcher:
             Passed to ``run_batch`` with the other jobs of its batch.
         size : int
             Its number of questions (batches hold at most ``max_questions``).
+        tokens : int
+            Its price in tokens (batches hold at most ``max_tokens``).
 
         Raises
         ------
         Overloaded
-            ``max_queue`` jobs already wait.
+            ``max_queue`` requests already wait.
         ShuttingDown
             `stop` was called.
 
@@ -182,14 +218,64 @@ class MicroBatcher:
         >>> asyncio.run(demo())
         4
         """
-        if self._closing or self._queue is None:
+        return (await self.submit_many([payload], [size], [tokens]))[0]
+
+    async def submit_many(self, payloads, sizes, tokens):
+        """Queue the jobs of one request (served in turn with other requests) and wait for all results.
+
+        If the awaiting task is cancelled (the client went away), the request's waiting jobs
+        are dropped; a job already being scored finishes. The first failing job's exception
+        is raised (its other jobs are dropped).
+
+        Parameters
+        ----------
+        payloads : list
+        sizes, tokens : list of int
+            Questions and tokens of each job.
+
+        Returns
+        -------
+        list
+            One result per payload, in order.
+
+        Raises
+        ------
+        Overloaded, ShuttingDown
+            As `submit`.
+
+        Examples
+        --------
+        >>> import asyncio
+        >>> async def demo():
+        ...     b = MicroBatcher(lambda ps: [p.upper() for p in ps], max_tokens=2)
+        ...     await b.start()
+        ...     out = await b.submit_many(["a", "b", "c"], [1, 1, 1], [1, 1, 1])
+        ...     await b.stop()
+        ...     return out, b.batches_
+        >>> asyncio.run(demo())
+        (['A', 'B', 'C'], 2)
+        """
+        if self._closing or self._wake is None:
             raise ShuttingDown("the server is shutting down and takes no new requests")
-        fut = asyncio.get_running_loop().create_future()
+        if len(self._waiting) >= self.max_queue:
+            raise Overloaded(f"{self.max_queue} requests are already waiting")
+        loop = asyncio.get_running_loop()
+        rid = next(self._ids)
+        jobs = [_Job(p, max(1, int(s)), max(1, int(t)), loop.create_future(), rid)
+                for p, s, t in zip(payloads, sizes, tokens)]
+        self._waiting[rid] = deque(jobs)
+        self._idle.clear()
+        self._wake.set()
         try:
-            self._queue.put_nowait(_Job(payload, max(1, int(size)), fut))
-        except asyncio.QueueFull:
-            raise Overloaded(f"{self.max_queue} requests are already waiting") from None
-        return await fut
+            return [await j.future for j in jobs]
+        except BaseException:
+            dropped = self._waiting.pop(rid, None)
+            if dropped:
+                self.cancelled_ += len(dropped)
+                for j in dropped:
+                    j.future.cancel()
+            self._check_idle()
+            raise
 
     async def stop(self) -> None:
         """Refuse new jobs, finish the queued ones, end the worker.
@@ -208,8 +294,8 @@ class MicroBatcher:
         'queued'
         """
         self._closing = True
-        if self._queue is not None:
-            await self._queue.join()
+        if self._idle is not None:
+            await self._idle.wait()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -218,31 +304,66 @@ class MicroBatcher:
                 pass
         self._executor.shutdown(wait=True)
 
+    # ------------------------------------------------------------------ worker
+    def _check_idle(self) -> None:
+        if not self._waiting and not self._running and self._idle is not None:
+            self._idle.set()
+
+    def _peek(self) -> _Job | None:
+        """The next job in turn (the oldest waiting request first), without taking it."""
+        for jobs in self._waiting.values():
+            if jobs:
+                return jobs[0]
+        return None
+
+    def _take(self, job: _Job) -> None:
+        jobs = self._waiting[job.request]
+        jobs.popleft()
+        if jobs:
+            self._waiting.move_to_end(job.request)  # its next job waits for the others' turn
+        else:
+            del self._waiting[job.request]
+
     async def _worker(self) -> None:
-        q = self._queue
         loop = asyncio.get_running_loop()
-        carry: _Job | None = None
         while True:
-            first = carry or await q.get()
-            carry = None
-            batch, total = [first], first.size
+            first = self._peek()
+            if first is None:
+                self._wake.clear()
+                self._check_idle()
+                await self._wake.wait()
+                continue
+            self._take(first)
+            batch, total, tokens = [first], first.size, first.tokens
             deadline = loop.time() + self.max_wait_s
+            taken = {first.request}
             while total < self.max_questions:
-                timeout = deadline - loop.time()
-                try:
-                    job = q.get_nowait() if timeout <= 0 else await asyncio.wait_for(q.get(), timeout)
-                except (asyncio.QueueEmpty, asyncio.TimeoutError):
+                job = self._peek()
+                if job is not None and job.request in taken and len(self._waiting) > 1:
+                    job = None  # one job per request per batch while others wait (fair turns)
+                if job is None:
+                    timeout = deadline - loop.time()
+                    if timeout <= 0:
+                        break
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), timeout)
+                    except asyncio.TimeoutError:
+                        break
+                    continue
+                if total + job.size > self.max_questions or \
+                        (self.max_tokens is not None and tokens + job.tokens > self.max_tokens):
                     break
-                if total + job.size > self.max_questions:
-                    carry = job
-                    break
+                self._take(job)
                 batch.append(job)
-                total += job.size
+                taken.add(job.request)
+                total, tokens = total + job.size, tokens + job.tokens
+            self._running = len(batch)
             try:
                 await self._run(loop, batch)
             finally:
-                for _ in batch:
-                    q.task_done()
+                self._running = 0
+                self._check_idle()
 
     async def _run(self, loop, batch: list[_Job]) -> None:
         self.batches_ += 1

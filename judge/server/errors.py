@@ -4,10 +4,12 @@
   message worded by `judge.server.contract.error_message`;
 - everything else: ``{"detail": {"error_type": str, "message": str}}``
   (401 ``authentication_error``, 404 ``not_found_error``, 413
-  ``request_too_large``, 415, 429 ``rate_limit_error``, 503 ``overloaded_error``).
+  ``request_too_large``, 415, 429 ``rate_limit_error``, 503 ``overloaded_error``,
+  500 ``api_error``: a fault of the server, with the request id).
 
 A bad request never gets a 5xx: anything the decision layer rejects
-(`judge.decisions.DecisionError`) becomes a 422 with the layer's message.
+(`judge.decisions.DecisionError`) becomes a 422 with the layer's message, and every
+limit is checked before scoring (413).
 
 What it deliberately does not do: decide what is an error (the contract's models and
 the routes in `judge.server.app` do), or log.
@@ -29,7 +31,7 @@ __all__ = ["ApiError", "install_handlers", "error_body", "validation_response"]
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
           404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
           415: "invalid_request_error", 422: "invalid_request_error", 429: "rate_limit_error",
-          503: "overloaded_error", 529: "overloaded_error"}
+          500: "api_error", 503: "overloaded_error", 529: "overloaded_error"}
 
 
 def error_body(status: int, message: str, error_type: str | None = None) -> dict:

@@ -1,0 +1,343 @@
+"""Admission: a request parsed, validated, limited and priced before it is queued, off the scoring thread.
+
+`Admission.admit` takes a request body (bytes) and returns an `Admitted` request or
+raises the error the caller gets, in this order, cheapest first:
+
+1. JSON and the contract's pydantic models (422 ``detail[]``, worded as FastAPI would);
+2. the served model name (404);
+3. counts: questions per request and options per question (413 naming the limit), and a
+   lower bound on tokens (every option is at least one scored token);
+4. long texts (a state, instructions, descriptions over 16k characters) counted in pieces,
+   so a hostile 4 MB string is refused after a bounded amount of tokenizing, never
+   holding the interpreter for seconds;
+5. the exact price with the scorer's own tokenizer (`Decider.count_tokens`), question
+   chunk by chunk, stopping as soon as a budget is exceeded: the state plus the longest
+   question (``max_state_tokens``), the request (``max_request_tokens``), and the model's
+   context (a question's deepest token: state, question and its longest option, at most
+   ``max_position_embeddings`` and the engine's ``max_batch_tokens``) -> 413.
+
+An admitted request is cut into *jobs* (`Admitted.jobs`: consecutive questions of at most
+``max_job_tokens`` tokens each), which the `MicroBatcher` serves in turn with other requests.
+Every question is scored alone (its prompt holds only the state and itself), so the cut never
+changes an answer beyond float rounding.
+
+What it deliberately does not do: score, queue, or write responses.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from judge._errors import LabelError
+from judge.decisions import Choice, DecisionError, Score, YesNo, render_value
+from judge.decisions.prompts import state_text
+from judge.engine.passes import model_context
+from judge.server.contract import (
+    ChoiceQ,
+    ChoiceQuestion,
+    DecisionsRequest,
+    SystemOneRequest,
+    decisions_to_questions,
+    render_input,
+    to_questions,
+)
+from judge.server.errors import ApiError
+
+__all__ = ["Admission", "Admitted", "Invalid"]
+
+_CHUNK = 16_384  # characters tokenized at a time when a text is long
+_PRICE_CHUNK = 16  # questions priced per count_tokens call
+
+
+class Invalid(Exception):
+    """A request the decision layer refuses (answered 422 on ``body.questions``).
+
+    Examples
+    --------
+    >>> str(Invalid("option 'a' is given twice"))
+    "option 'a' is given twice"
+    """
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A request that passed admission: its state, questions and price.
+
+    Attributes
+    ----------
+    state : str, dict or list
+    questions : dict of str to Choice, YesNo or Score
+    n_state : int
+        Tokens of the template and the state (shared by every question).
+    tokens : dict of str to int
+        Each question's own tokens (its text and its options' scored tokens).
+    total : int
+        ``n_state + sum(tokens.values())`` (the response's ``usage.input_tokens``).
+
+    Examples
+    --------
+    >>> a = Admitted("hi", {"a": YesNo("?"), "b": YesNo("!")}, 10, {"a": 5, "b": 6}, 21)
+    >>> [(sorted(qs), n) for (_, qs), size, n in a.jobs(max_tokens=16, max_questions=8)]
+    [(['a'], 15), (['b'], 16)]
+    """
+
+    state: Any
+    questions: dict
+    n_state: int
+    tokens: dict
+    total: int
+
+    def jobs(self, *, max_tokens: int, max_questions: int) -> list[tuple[tuple, int, int]]:
+        """Consecutive questions cut into ``((state, questions), n_questions, tokens)`` jobs.
+
+        A job holds at most ``max_questions`` questions and, unless one question alone is
+        larger, at most ``max_tokens`` tokens (the state counted in each job).
+        """
+        out, cur, n = [], {}, self.n_state
+        for qid, q in self.questions.items():
+            t = self.tokens[qid]
+            if cur and (n + t > max_tokens or len(cur) >= max_questions):
+                out.append(((self.state, cur), len(cur), n))
+                cur, n = {}, self.n_state
+            cur[qid] = q
+            n += t
+        out.append(((self.state, cur), len(cur), n))
+        return out
+
+
+def _parse(body: bytes, content_type: str | None, model):
+    """The body as ``model``, with FastAPI's semantics (JSON only for a JSON content type) and errors."""
+    data: Any = body
+    if content_type:
+        import email.message
+
+        msg = email.message.Message()
+        msg["content-type"] = content_type
+        sub = msg.get_content_subtype()
+        if msg.get_content_maintype() == "application" and (sub == "json" or sub.endswith("+json")):
+            try:
+                data = json.loads(body)
+            except json.JSONDecodeError as e:
+                raise RequestValidationError([{"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error",
+                                               "input": {}, "ctx": {"error": e.msg}}]) from None
+            except UnicodeDecodeError as e:
+                raise RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error",
+                                               "input": {}, "ctx": {"error": f"not UTF-8 ({e.reason})"}}]) from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise RequestValidationError([{**err, "loc": ("body", *err.get("loc", ()))} for err in e.errors()]) from None
+
+
+def _texts(q) -> list[str]:
+    if isinstance(q, Choice):
+        return [render_value(q.instructions), *q.names, *(render_value(d) for d in q.options.values())]
+    if isinstance(q, YesNo):
+        return [render_value(x) for x in (q.instructions, q.true, q.false)]
+    if isinstance(q, Score):
+        return [render_value(q.instructions), *(render_value(x) for x in q.levels)]
+    return []
+
+
+def _n_options(q) -> int:
+    return len(q.names) if isinstance(q, Choice) else q.n_levels if isinstance(q, Score) else 2
+
+
+class Admission:
+    """Parse, validate, limit and price requests (run it in threads apart from the scoring thread).
+
+    Parameters
+    ----------
+    decider : judge.decisions.Decider
+    check_model : callable
+        ``check_model(name)`` raises `ApiError` 404 for a model this server does not serve.
+    max_questions, max_options : int
+        Questions per request, options per choice question.
+    max_request_tokens, max_state_tokens : int
+        The token budgets (the request; the state plus the longest question).
+    max_job_tokens, max_job_questions : int
+        How a request is cut into jobs (see `Admitted.jobs`).
+
+    Examples
+    --------
+    >>> from judge.decisions import Decider
+    >>> from judge.testing import tiny_pair
+    >>> adm = Admission(Decider(*tiny_pair()), lambda name: None)
+    >>> body = b'{"model": "m", "state": "hi", "questions": {"q": {"type": "noul"}}}'
+    >>> req, a = adm.admit(body, "application/json", "systemone")
+    >>> list(a.questions), a.total == a.n_state + a.tokens["q"]
+    (['q'], True)
+    """
+
+    def __init__(self, decider, check_model: Callable[[str], None], *, max_questions: int = 1024,
+                 max_options: int = 10_000, max_request_tokens: int = 65536, max_state_tokens: int = 32768,
+                 max_job_tokens: int = 8192, max_job_questions: int = 256):
+        self.decider = decider
+        self.check_model = check_model
+        self.max_questions, self.max_options = max_questions, max_options
+        self.max_request_tokens, self.max_state_tokens = max_request_tokens, max_state_tokens
+        self.max_job_tokens, self.max_job_questions = max_job_tokens, max_job_questions
+
+    # ---------------------------------------------------------------- limits
+    def context(self) -> tuple[int | None, str]:
+        """The deepest position a question may reach, and what sets it (the model's context or the engine's T).
+
+        Examples
+        --------
+        >>> from judge.decisions import Decider
+        >>> from judge.testing import tiny_pair
+        >>> Admission(Decider(*tiny_pair()), lambda n: None).context()[0] > 0
+        True
+        """
+        scorer = self.decider.scorer_
+        scorer.setup()
+        ctx = model_context(getattr(scorer, "model_", None))
+        t = getattr(scorer, "max_batch_tokens", None)
+        if t is not None and (ctx is None or t < ctx):
+            return int(t), f"the engine's max_batch_tokens ({t})"
+        return ctx, f"the model's {ctx}-token context (max_position_embeddings)"
+
+    def _counts(self, n_questions: int, options: dict) -> None:
+        if n_questions > self.max_questions:
+            raise ApiError(413, f"the request has {n_questions} questions, over this server's limit of "
+                                f"{self.max_questions} per request (max_questions); send them in several requests.")
+        for qid, k in options.items():
+            if k > self.max_options:
+                raise ApiError(413, f"question {qid!r} has {k} options, over this server's limit of "
+                                    f"{self.max_options} per question (max_options); split the options over "
+                                    f"several questions or ask the operator to raise --max-options.")
+        floor = sum(options.values())
+        if floor > self.max_request_tokens:
+            raise ApiError(413, f"the request's {floor} options are at least {floor} tokens, over the "
+                                f"{self.max_request_tokens}-token budget (max_request_tokens); send fewer "
+                                f"questions or options per request.")
+
+    def _long_text(self, encode, text: str, limit: int, limit_what: str, what: str, fix: str) -> None:
+        """Count a long text in pieces (the GIL is released between them); 413 when clearly over ``limit``."""
+        if len(text) <= _CHUNK:
+            return
+        n, i, pieces = 0, 0, 0
+        while i < len(text):
+            j = min(len(text), i + _CHUNK)
+            if j < len(text):
+                k = text.rfind(" ", i + _CHUNK // 2, j)
+                j = k if k > i else j
+            n += len(encode([(text[i:j], True)]))
+            pieces += 1
+            i = j
+            if n - pieces > limit:  # a cut can change the count by a token or so
+                raise ApiError(413, f"{what} is more than {n - pieces} tokens (counted on its first {i} "
+                                    f"characters of {len(text)}), over {limit_what}; {fix}.")
+            time.sleep(0)
+
+    # ---------------------------------------------------------------- admit
+    def admit(self, body: bytes, content_type: str | None, route: str):
+        """Admit one request body for ``route`` ("systemone" or "decisions").
+
+        Returns
+        -------
+        (request model, Admitted)
+
+        Raises
+        ------
+        fastapi.exceptions.RequestValidationError
+            The body does not follow the contract (422).
+        ApiError
+            404 (model), 413 (a limit or budget, named in the message).
+        Invalid
+            The decision layer refused a question (422).
+        """
+        if route == "systemone":
+            req = _parse(body, content_type, SystemOneRequest)
+            self.check_model(req.model)
+            self._counts(len(req.questions), {qid: len(q.criteria) if isinstance(q, ChoiceQuestion) else
+                                              (len(q.criteria) if q.type == "score" else 2)
+                                              for qid, q in req.questions.items()})
+            try:
+                questions = to_questions(req)
+            except DecisionError as e:
+                raise Invalid(str(e)) from None
+            state = req.state
+        else:
+            req = _parse(body, content_type, DecisionsRequest)
+            self.check_model(req.model)
+            self._counts(len(req.questions), {str(i): len(q.choices) if isinstance(q, ChoiceQ) else
+                                              (len(q.levels) if q.type == "score" else 2)
+                                              for i, q in enumerate(req.questions)})
+            try:
+                questions = decisions_to_questions(req)
+                state = render_input(req.input)
+            except DecisionError as e:
+                raise Invalid(str(e)) from None
+        return req, self.price(state, questions)
+
+    def price(self, state, questions: dict) -> Admitted:
+        """Count ``questions`` about ``state`` against every budget (see the module docstring).
+
+        Examples
+        --------
+        >>> from judge.decisions import Decider
+        >>> from judge.testing import tiny_pair
+        >>> adm = Admission(Decider(*tiny_pair()), lambda n: None, max_request_tokens=60)
+        >>> adm.price("hi", {f"q{i}": YesNo("Is it?") for i in range(40)})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        judge.server.errors.ApiError: the request is at least ... tokens (counted 16 of 40 questions), over the 60-token budget (max_request_tokens); send fewer questions per request.
+        """
+        d = self.decider
+        scorer = d.scorer_
+        ctx, ctx_what = self.context()
+        budget = f"the {self.max_state_tokens}-token budget (max_state_tokens)"
+        state_limit, state_what = (ctx, ctx_what) if ctx and ctx < self.max_state_tokens else \
+            (self.max_state_tokens, budget)
+        try:
+            self._long_text(scorer.encode, state_text(state), state_limit, state_what, "the state",
+                            "shorten the state or split it over several requests")
+            for qid, q in questions.items():
+                self._long_text(scorer.encode, "\n".join(_texts(q)), state_limit, state_what, f"question {qid!r}",
+                                "shorten its instructions or descriptions")
+            ids = list(questions)
+            tokens: dict[str, int] = {}
+            n_state, total, longest = 0, 0, 0
+            for s in range(0, len(ids), _PRICE_CHUNK):
+                chunk = {qid: questions[qid] for qid in ids[s:s + _PRICE_CHUNK]}
+                n = d.count_tokens(state, chunk)
+                n_state = n["state"]
+                tokens.update(n["questions"])
+                total = n_state + sum(tokens.values())
+                longest = max(longest, *n["questions"].values())
+                if n_state + longest > self.max_state_tokens:
+                    raise ApiError(413, f"the state plus the longest question is {n_state + longest} tokens, over the "
+                                        f"{self.max_state_tokens}-token budget (max_state_tokens); shorten the state "
+                                        f"or split the question.")
+                if total > self.max_request_tokens:
+                    raise ApiError(413, f"the request is at least {total} tokens (counted {len(tokens)} of {len(ids)} "
+                                        f"questions), over the {self.max_request_tokens}-token budget "
+                                        f"(max_request_tokens); send fewer questions per request.")
+                if ctx:
+                    for qid, t in n["questions"].items():
+                        if n_state + t > ctx:  # the sum of its options is over: count its deepest path exactly
+                            self._deepest(state, qid, questions[qid], ctx, ctx_what)
+        except (DecisionError, LabelError) as e:
+            raise Invalid(str(e)) from None
+        return Admitted(state, questions, n_state, tokens, total)
+
+    def _deepest(self, state, qid, q, ctx: int, ctx_what: str) -> None:
+        """413 when the question's prompt plus its longest option (as the engine will score them) is over ``ctx``."""
+        d = self.decider
+        scorer = d.scorer_
+        plan = d.plan(state, q)
+        ids = scorer.encode(plan.pieces)
+        tail = "".join(t for t, _ in plan.pieces)[-64:]
+        longest = max(len(o) for o in scorer.option_ids(tail, list(plan.surfaces), what="Option"))
+        if len(ids) + longest > ctx:
+            raise ApiError(413, f"question {qid!r} needs {len(ids) + longest} positions (the state, the question and "
+                                f"its longest option: {len(ids)} + {longest} tokens), over {ctx_what}; shorten the "
+                                f"state or the question, or use a model with a longer context.")
