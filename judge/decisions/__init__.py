@@ -4,8 +4,14 @@ A *decision* is a question about a piece of content (the **state**) whose answer
 one of a fixed set of options: `Choice` (the contract's ``choice``), `YesNo`
 (``noul``) and `Score` (``score``) cover TypeSafe's System One wire contract
 (``/v1/systemone``). `Decider.ask` renders one prompt per question, scores the exact
-log-probability of every option in **one** scoring call, and returns an `Answer` per
-question with its probabilities and the contract's reference confidence.
+log-probability of what the model would write for every option (an option's
+description where it has one: an opaque id such as ``o0`` is never the answer) in
+**one** scoring call, divides out each question's prior (no labels needed: by default
+its mean answer over content-free states, computed once per question shape and cached;
+opt-in, ``bias="running"``, its mean answer over the states it has been asked about), and
+returns an `Answer` per question with its
+probabilities and the contract's reference confidence. The prompt style of each
+question type (`DEFAULT_STYLES`) is provisional: not yet chosen on measured data.
 
 Each question is isolated: its prompt never contains the question id or any other
 question, and options are listed (and scored) in a canonical order, so an answer does
@@ -16,9 +22,13 @@ In the order data flows:
 
 * `~judge.decisions.questions` — the question types, `Answer`, `render_value`, the
   reference confidences, `check_questions`;
-* `~judge.decisions.prompts` — how a question becomes prompt pieces and option surfaces;
+* `~judge.decisions.prompts` — `PromptStyle`, how a question becomes prompt pieces and
+  the strings scored for its options;
+* `~judge.decisions.priors` — `QuestionPriors`: the label-free bias correction's state,
+  per question shape (content-free, then running);
 * `~judge.decisions.decider` — `Decider`: plans, one ``scorer.score(queries)`` call
-  (the `judge.engine.Scorer` protocol), normalisation, answers; token counts;
+  (the `judge.engine.Scorer` protocol), spellings summed, the content-free bias
+  correction, normalisation, answers; token counts;
 * `~judge.decisions.calibration` — `DecisionCalibration` (a temperature per type, a
   yes/no bias, per-level score biases) and `calibrate_decisions` (labelled JSON lines).
 
@@ -37,7 +47,19 @@ Examples
 
 from judge.decisions.calibration import DecisionCalibration, calibrate_decisions, question_from_wire
 from judge.decisions.decider import Decider
-from judge.decisions.prompts import PROMPT_VERSION, Plan, plan_question, state_text
+from judge.decisions.priors import BIAS_METHODS, QuestionPriors
+from judge.decisions.prompts import (
+    CONTENT_FREE,
+    DEFAULT_STYLES,
+    NO_SPELLINGS,
+    PROMPT_VERSION,
+    YES_SPELLINGS,
+    Plan,
+    PromptStyle,
+    is_opaque_id,
+    plan_question,
+    state_text,
+)
 from judge.decisions.questions import (
     MAX_LISTED_OPTIONS,
     MAX_OPTIONS,
@@ -66,6 +88,15 @@ __all__ = [
     "render_value",
     "MAX_LISTED_OPTIONS",
     "check_questions",
+    # prompt styles, what is scored, the bias correction's inputs
+    "PromptStyle",
+    "DEFAULT_STYLES",
+    "is_opaque_id",
+    "YES_SPELLINGS",
+    "NO_SPELLINGS",
+    "CONTENT_FREE",
+    "BIAS_METHODS",
+    "QuestionPriors",
     # the limits, the confidences, the prompt plan and the wire parser's door
     "MAX_OPTIONS",
     "MAX_SCORE_LEVELS",

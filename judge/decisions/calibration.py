@@ -15,8 +15,8 @@ maximum likelihood with the package's one pair of fitters (`judge.calibration`):
 
 `calibrate_decisions` reads labelled decisions from JSON lines (`judge.io.read_jsonl`),
 parses their questions with the wire contract's parser (`judge.server.contract`, which
-needs pydantic: the ``[serve]`` extra), scores them uncalibrated with a `Decider` and fits
-a profile.
+needs pydantic: the ``[serve]`` extra), scores them with a `Decider` (its prompt styles
+and bias correction, no profile) and fits a profile that goes on top of them.
 
 What it deliberately does not do: score (the `Decider` does), implement an optimiser
 (`judge.calibration` does), or parse the wire form itself.
@@ -35,7 +35,15 @@ import numpy as np
 
 from judge._math import softmax
 from judge.decisions.prompts import PROMPT_VERSION
-from judge.decisions.questions import Choice, DecisionError, Question, YesNo
+from judge.decisions.questions import (
+    Answer,
+    Choice,
+    DecisionError,
+    Question,
+    YesNo,
+    choice_confidence,
+    score_confidence,
+)
 
 __all__ = ["DecisionCalibration", "calibrate_decisions", "question_from_wire"]
 
@@ -342,7 +350,11 @@ def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: 
     ----------
     path : str or os.PathLike
     decider : Decider
-        Its model scores the questions (uncalibrated: its own profile is not used).
+        Its model scores the questions, with its prompt styles and its bias
+        correction (the profile goes on top of them); its own profile is not used.
+        With ``bias="running"`` the states are first counted into its running priors
+        (`Decider.observe`: a second scoring pass), so the profile is fitted on the
+        prior that traffic like this converges to.
     bias : bool
         Also fit a yes/no bias and, for every number of score levels seen at
         least ``min_per_level_set`` times, a per-level bias.
@@ -401,6 +413,9 @@ def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: 
     if not rows:
         raise DecisionError(f"{path} has no labelled questions; see calibrate_decisions for the line format.")
     by_type: dict[str, list[tuple[np.ndarray, int]]] = {t: [] for t in _TYPES}
+    if decider.bias == "running":  # fit on the prior these states converge to, as a server's traffic would
+        for s in range(0, len(rows), batch):
+            decider.observe([(st, qs) for st, qs, _ in rows[s:s + batch]])
     for s in range(0, len(rows), batch):
         part = rows[s:s + batch]
         raw = decider.log_probs([(st, qs) for st, qs, _ in part])
@@ -409,4 +424,37 @@ def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: 
                 lp = lps[qid]
                 by_type[q.type].append((lp - np.logaddexp.reduce(lp), labels[qid]))
     return DecisionCalibration.from_log_probs(by_type, bias=bias, min_per_level_set=min_per_level_set,
-                                              meta={"model": decider.model_name})
+                                              meta={"model": decider.model_name, "bias": decider.bias})
+
+
+def prior_in_question_order(plan, prior):
+    """A shape's prior (canonical option order) in the order of ``plan``'s question; None stays None."""
+    return None if prior is None else plan.from_canonical(prior)
+
+
+def make_answer(q: Question, s: np.ndarray, prior: np.ndarray | None, plan, source: str | None,
+                cal: DecisionCalibration | None) -> Answer:
+    """The `Answer` to ``q`` from its scored strings' log-probabilities ``s``: summed per option, the
+    label-free ``prior`` divided out, then ``cal``'s profile (or a softmax), with the contract's confidence."""
+    mass = float(np.exp(np.logaddexp.reduce(s)))
+    z = plan.per_option(s)
+    if prior is not None:
+        z = z - prior
+    p = cal.apply(q.type, z) if cal is not None else softmax(z)
+    p = np.clip(p, 0.0, 1.0)
+    p = p / p.sum()
+    common = dict(option_mass=mass, calibrated=cal is not None, bias=source if prior is not None else None,
+                  scored=plan.scored, path="listed" if plan.listed else "unlisted")
+    if isinstance(q, YesNo):
+        spell = {"true": [t for t, i in zip(plan.surfaces, plan.order) if i == 0],
+                 "false": [t for t, i in zip(plan.surfaces, plan.order) if i == 1]}
+        return Answer("noul", {"true": float(p[0]), "false": float(p[1])}, noul=float(p[0]), spellings=spell,
+                      **common)
+    if isinstance(q, Choice):
+        names = q.names
+        return Answer("choice", {n: float(v) for n, v in zip(names, p)}, choice=names[int(np.argmax(p))],
+                      confidence=choice_confidence(p), **common)
+    n = q.n_levels
+    score = float(np.dot(np.arange(n), p))
+    return Answer("score", {str(i): float(v) for i, v in enumerate(p)}, score=min(max(score, 0.0), n - 1.0),
+                  legend={str(i): d for i, d in enumerate(q.levels)}, confidence=score_confidence(p), **common)

@@ -1,14 +1,25 @@
 """`Decider`: answer typed questions about a state with a causal LM, through one scorer.
 
-`Decider.ask` renders one prompt per question (`judge.decisions.prompts`), scores the
-exact log-probability of every option of every question in **one** call of
-``scorer.score(queries)`` (the `judge.engine.Scorer` protocol: a `judge.engine.Engine`
-by default, or any scorer passed in, e.g. the reference `judge.testing.Reference`),
-normalises them over the options, applies a calibration profile when one is set, and
-returns an `Answer` per question with the contract's reference confidence.
-`Decider.ask_many` does the same for several states at once (the server's
-micro-batches), `Decider.count_tokens` counts a request's tokens with the scorer's
-own tokenizer (the server's budget).
+`Decider.ask` renders one prompt per question (`judge.decisions.prompts`, in the style
+chosen for its type), scores the exact log-probability of every scored string of every
+question in **one** call of ``scorer.score(queries)`` (the `judge.engine.Scorer`
+protocol: a `judge.engine.Engine` by default, or any scorer passed in, e.g. the
+reference `judge.testing.Reference`), sums the strings that count for the same option
+(the spellings of yes and no), corrects the model's label-free bias, applies a
+calibration profile when one is set, and returns an `Answer` per question with the
+contract's reference confidence.
+
+**Bias correction, on by default, no labels** (`judge.decisions.priors`): the first time a
+question *shape* (everything but the state) is seen, it is also asked about each of
+`CONTENT_FREE`'s states in that same scoring call; their mean answer, the shape's prior,
+is cached and divided out of every answer (``bias="contextual"``, the default: answers
+never depend on other requests). ``bias="running"`` replaces it, once ``warm_up`` states
+were asked the question, by their mean answer (a running batch prior: answers depend on
+earlier traffic, not on their own micro-batch). ``bias=None`` switches it off.
+
+`Decider.ask_many` does the same for several states at once (the server's micro-batches),
+`Decider.count_tokens` counts a request's tokens with the scorer's own tokenizer (the
+server's budget), `Decider.describe` says how it answers (``/v1/models``).
 
 What it deliberately does not do: tokenize (the scorer does), build prompts
 (`judge.decisions.prompts`), fit calibration (`judge.decisions.calibration`), or speak
@@ -17,17 +28,27 @@ HTTP (`judge.server`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from judge._math import softmax
-from judge.decisions.calibration import DecisionCalibration
-from judge.decisions.prompts import Plan, plan_question, state_text
+from judge.backends import check_backend, make_scorer
+from judge.decisions.calibration import DecisionCalibration, make_answer, prior_in_question_order
+from judge.decisions.priors import BIAS_METHODS, QuestionPriors
+from judge.decisions.prompts import (
+    CONTENT_FREE,
+    DEFAULT_STYLES,
+    PROMPT_VERSION,
+    Plan,
+    PromptStyle,
+    plan_question,
+    state_text,
+)
 from judge.decisions.questions import (
-    MAX_LISTED_OPTIONS,
     Answer,
     Choice,
     DecisionError,
@@ -35,11 +56,10 @@ from judge.decisions.questions import (
     Score,
     YesNo,
     check_questions,
-    choice_confidence,
-    score_confidence,
 )
 
 __all__ = ["Decider"]
+
 
 
 def _name_of(model) -> str | None:
@@ -63,20 +83,39 @@ class Decider:
     tokenizer : PreTrainedTokenizerBase, optional
     device : str, optional
     chat : bool or None
-        Use the tokenizer's chat template (None: when it has one).
+        Force the tokenizer's chat template on (True) or off (False) for every
+        question type; None: as the style says (`DEFAULT_STYLES`: completion).
+    style : PromptStyle, dict of str to PromptStyle, or None
+        How questions are put to the model: one style for every type, or per type
+        (``"choice"``, ``"noul"``, ``"score"``; missing types use the default).
+    bias : {"contextual", "running", None}
+        The label-free bias correction (the module docstring). ``"contextual"`` is the
+        default because its answers never depend on other requests (the contract's
+        isolation), not because it won on measured data (not yet measured).
+    warm_up : int
+        With ``bias="running"``: distinct states a question shape must have been
+        asked about before their mean answer distribution replaces its content-free
+        prior.
     calibration : DecisionCalibration, str, os.PathLike or None
-        A profile (or the path of one) applied to every answer.
+        A profile (or the path of one) applied to every answer, on top of the bias
+        correction.
     scorer : judge.engine.Scorer, optional
         A built scorer (an ``Engine``, or ``judge.testing.Reference`` in tests);
         default: ``judge.engine.Engine(model, tokenizer, device=device)``, built on
         first use. A scorer that loads lazily is loaded through its ``setup()``.
     engine : judge.engine.Scorer, optional
         The former name of ``scorer`` (``"auto"`` means the default).
+    backend : {"transformers", "vllm"}
+        The default scorer (`judge.backends.make_scorer`): ``Engine``, or ``VLLMScorer`` (vLLM's env).
 
     Attributes
     ----------
     scorer_ : judge.engine.Scorer
         The scorer (built on first use).
+    styles_ : dict of str to PromptStyle
+        The style of each question type, resolved for this tokenizer.
+    priors_ : judge.decisions.priors.QuestionPriors or None
+        The bias correction's state.
     last_usage_ : dict
         ``{"input_tokens": int, "output_tokens": 0}`` of the last call.
 
@@ -89,12 +128,16 @@ class Decider:
     (True, True)
     """
 
-    def __init__(self, model=None, tokenizer=None, *, device=None, chat: bool | None = None, calibration=None,
-                 scorer=None, engine=None):
+    def __init__(self, model=None, tokenizer=None, *, device=None, backend="transformers", chat: bool | None = None,
+                 style=None, bias: str | None = "contextual", warm_up: int = 8, calibration=None, scorer=None, engine=None):
+        self.backend = check_backend(backend)
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.chat = chat
+        self.style = style
+        self.bias = bias
+        self.warm_up = warm_up
         self.calibration = calibration
         self.scorer = scorer
         self.engine = engine
@@ -128,7 +171,7 @@ class Decider:
         return self.scorer_
 
     def _build_scorer(self):
-        from judge.engine import Engine, Scorer
+        from judge.engine import Scorer
 
         given, engine = self.scorer, self.engine
         if isinstance(engine, str):
@@ -143,7 +186,7 @@ class Decider:
         if given is None and self.model is not None and isinstance(self.model, Scorer):
             given = self.model  # an already built scorer passed as the model (older calls)
         if given is None:
-            return Engine(self.model, self.tokenizer, device=self.device)
+            return make_scorer(self.backend, self.model, self.tokenizer, device=self.device)
         if not isinstance(given, Scorer):
             missing = [m for m in ("setup", "encode", "option_ids", "score", "score_items", "last_usage_")
                        if not hasattr(given, m)]
@@ -169,17 +212,69 @@ class Decider:
     def calibration_(self) -> DecisionCalibration | None:
         """The calibration profile (loaded from its path on first use), or None.
 
+        A profile fitted with another prompt version or bias correction than this
+        decider's is applied, with a warning once: it was fitted on other scores.
+
         Examples
         --------
         >>> Decider(calibration=DecisionCalibration({"noul": 2.0})).calibration_.temperature
         {'noul': 2.0}
         """
         c = self.calibration
-        if c is None or isinstance(c, DecisionCalibration):
-            return c
-        if not hasattr(self, "_cal_loaded"):
-            self._cal_loaded = DecisionCalibration.load(c)
-        return self._cal_loaded
+        if c is None:
+            return None
+        if not isinstance(c, DecisionCalibration):
+            if not hasattr(self, "_cal_loaded"):
+                self._cal_loaded = DecisionCalibration.load(c)
+            c = self._cal_loaded
+        meta = c.meta or {}
+        seen = (meta.get("prompt_version"), meta.get("bias"))
+        if meta.get("prompt_version") and seen != (PROMPT_VERSION, self.bias) and not getattr(self, "_warned", False):
+            self._warned = True
+            warnings.warn(f"The calibration profile was fitted with prompts {seen[0]!r} and bias {seen[1]!r}; this "
+                          f"decider uses {PROMPT_VERSION!r} and bias {self.bias!r}. Refit it with `judge "
+                          f"calibrate-decisions`.", UserWarning, stacklevel=2)
+        return c
+
+    @property
+    def styles_(self) -> dict:
+        """The style of each question type for this tokenizer (``chat`` resolved).
+
+        Raises
+        ------
+        DecisionError
+            ``chat=True`` (or a style with ``chat=True`` given) but the tokenizer has
+            no chat template; a style that is not a PromptStyle.
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> Decider(*tiny_pair(), chat=True).styles_["choice"].chat
+        True
+        """
+        tok = self.tokenizer_
+        has = bool(getattr(tok, "chat_template", None))
+        given = self.style
+        if isinstance(given, PromptStyle):
+            given = {t: given for t in DEFAULT_STYLES}
+        elif given is None:
+            given = {}
+        elif not isinstance(given, Mapping) or set(given) - set(DEFAULT_STYLES) or \
+                not all(isinstance(s, PromptStyle) for s in given.values()):
+            raise DecisionError(f"style must be a PromptStyle or a dict {{type: PromptStyle}} with types among "
+                                f"{sorted(DEFAULT_STYLES)}, got {given!r:.80}.")
+        out = {}
+        for t, default in DEFAULT_STYLES.items():
+            s = given.get(t, default)
+            want = s.chat if self.chat is None else bool(self.chat)
+            explicit = self.chat is not None or t in given
+            if want and not has:
+                if explicit:
+                    raise DecisionError("Decider asks for the chat template but the tokenizer has none; use "
+                                        "chat=False or a PromptStyle with chat=False.")
+                want = False
+            out[t] = dataclasses.replace(s, chat=want)
+        return out
 
     @property
     def model_name(self) -> str:
@@ -197,29 +292,63 @@ class Decider:
             name = _name_of(given.model if hasattr(given, "model") else getattr(given, "model_", None))
         return name or "smollm2-135m-instruct"
 
-    def uses_chat(self) -> bool:
-        """Whether prompts use the tokenizer's chat template.
-
-        Raises
-        ------
-        DecisionError
-            ``chat=True`` but the tokenizer has no chat template.
+    def uses_chat(self, qtype: str = "choice") -> bool:
+        """Whether questions of ``qtype`` use the tokenizer's chat template.
 
         Examples
         --------
         >>> from judge.testing import tiny_pair
-        >>> Decider(*tiny_pair()).uses_chat(), Decider(*tiny_pair(), chat=False).uses_chat()
-        (True, False)
+        >>> Decider(*tiny_pair()).uses_chat(), Decider(*tiny_pair(), chat=True).uses_chat("noul")
+        (False, True)
         """
-        tok = self.tokenizer_
-        has = bool(getattr(tok, "chat_template", None))
-        if self.chat and not has:
-            raise DecisionError("Decider(chat=True) but the tokenizer has no chat template; use chat=False.")
-        return has if self.chat is None else bool(self.chat)
+        return self.styles_[qtype].chat
+
+    def describe(self) -> dict:
+        """How this decider answers: prompt version, styles, bias correction, calibration (``/v1/models``).
+
+        Returns
+        -------
+        dict
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> info = Decider(*tiny_pair()).describe()
+        >>> info["bias"]["method"], info["bias"]["inputs"], Decider(bias="running").describe()["bias"]["warm_up"]
+        ('contextual', ['N/A', '', '[MASK]'], 8)
+        """
+        priors, cal = self.priors_, self.calibration_
+        bias = {"method": None} if priors is None else {**priors.describe(), "inputs": list(CONTENT_FREE)}
+        return {"prompt_version": PROMPT_VERSION, "styles": {t: dataclasses.asdict(s) for t, s in self.styles_.items()},
+                "bias": bias, "calibrated": cal is not None,
+                "calibration": None if cal is None else {"temperature": cal.temperature, **cal.meta}}
+
+    @property
+    def priors_(self) -> QuestionPriors | None:
+        """The bias correction's per-shape priors (built on first use), or None when ``bias=None``.
+
+        Raises
+        ------
+        DecisionError
+            ``bias`` is not one of "running", "contextual" or None.
+
+        Examples
+        --------
+        >>> Decider(bias="contextual").priors_.method, Decider(bias=None).priors_
+        ('contextual', None)
+        """
+        if self.bias is not None and self.bias not in BIAS_METHODS:
+            raise DecisionError(f"Decider(bias={self.bias!r}) is not a bias correction; use 'contextual' (the "
+                                f"default: content-free inputs), 'running' (a running batch prior) or None (off).")
+        if self.bias is None:
+            return None
+        if getattr(self, "_priors", None) is None or self._priors.method != self.bias:
+            self._priors = QuestionPriors(self.bias, warm_up=self.warm_up)
+        return self._priors
 
     # -- work
     def plan(self, state: Any, question: Question) -> Plan:
-        """The prompt pieces and option surfaces of one question (for inspection and tests).
+        """The prompt pieces and scored strings of one question (for inspection and tests).
 
         Parameters
         ----------
@@ -234,11 +363,23 @@ class Decider:
         --------
         >>> from judge.testing import tiny_pair
         >>> Decider(*tiny_pair()).plan("text", Choice(["b", "a"])).surfaces
-        ('a', 'b')
+        (' a', ' b')
         """
         if not isinstance(question, (Choice, YesNo, Score)):
             raise DecisionError(f"A question must be a Choice, YesNo or Score, got {type(question).__name__}.")
-        return plan_question(self.tokenizer_, state_text(state), question, self.uses_chat())
+        return self._plan(state_text(state), question, self.styles_)
+
+    def _plan(self, st: str, q: Question, styles: dict) -> Plan:
+        p = plan_question(self.tokenizer_, st, q, styles[q.type])
+        if isinstance(q, YesNo):  # spellings this tokenizer writes with the same tokens are scored once
+            tail = "".join(t for t, _ in p.question)[-64:]
+            seen, drop = set(), []
+            for j, ids in enumerate(self.scorer_.option_ids(tail, list(p.surfaces), what="Answer spelling")):
+                if tuple(ids) in seen:
+                    drop.append(j)
+                seen.add(tuple(ids))
+            p = p.without(drop) if drop else p
+        return p
 
     def count_tokens(self, state: Any, questions: Mapping[str, Question]) -> dict:
         """Tokens a request feeds the model, counted with the scorer's own tokenizer.
@@ -253,7 +394,8 @@ class Decider:
         dict
             ``{"state": int, "questions": {id: int}, "total": int}``: the template and
             the state (shared by every question), each question's own prompt text plus
-            its options' scored tokens, and their sum.
+            its scored strings' tokens, and their sum (a new question shape's one-time
+            content-free queries are not counted).
 
         Raises
         ------
@@ -270,9 +412,9 @@ class Decider:
         (True, True)
         """
         check_questions(questions)
-        tok, chat, st = self.tokenizer_, self.uses_chat(), state_text(state)
+        styles, st = self.styles_, state_text(state)
         scorer = self.scorer_
-        plans = {qid: plan_question(tok, st, q, chat) for qid, q in questions.items()}
+        plans = {qid: self._plan(st, q, styles) for qid, q in questions.items()}
         n_state = len(scorer.encode(next(iter(plans.values())).head))
         per = {}
         for qid, p in plans.items():
@@ -281,8 +423,63 @@ class Decider:
             per[qid] = len(scorer.encode(p.question)) + sum(len(x) for x in options)
         return {"state": n_state, "questions": per, "total": n_state + sum(per.values())}
 
+    def _score(self, calls, update: bool) -> list[dict[str, tuple]]:
+        """Per call and question: (per-surface log-probs, log prior or None, plan, prior's source); one score() call.
+
+        ``update``: count the answered distributions into the running priors (answers do; log_probs do not).
+        """
+        from judge.calibration import contextual_bias
+        from judge.engine import Query
+
+        styles = self.styles_
+        queries, plans, keys = [], [], []
+        for ci, (state, questions) in enumerate(calls):
+            st = state_text(state)
+            check_questions(questions)
+            for qid, q in questions.items():
+                p = self._plan(st, q, styles)
+                plans.append(p)
+                keys.append((ci, qid))
+                queries.append(Query(pieces=p.pieces, options=p.surfaces))
+        out: list[dict] = [{} for _ in calls]
+        if not queries:
+            self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
+            return out
+        n_asked = len(queries)
+        todo: dict[tuple, int] = {}  # new shapes: where their content-free queries start
+        priors = self.priors_
+        if priors is not None:
+            for (ci, qid), p in zip(keys, plans):
+                if p.shape not in todo and priors.needs_content_free(p.shape):
+                    q = calls[ci][1][qid]
+                    todo[p.shape] = len(queries)
+                    for cf in CONTENT_FREE:
+                        c = self._plan(cf, q, styles)
+                        queries.append(Query(pieces=c.pieces, options=c.surfaces))
+        scorer = self.scorer_
+        # A lone query: its template text before the state (the same for every request) is the
+        # scorer's cached root, computed once per scorer. Several queries share their common
+        # prefix anyway (the engine keeps the questions of one state in one forest row).
+        root = scorer.encode(plans[0].pieces[:1]) if len(queries) == 1 else None
+        scores = [np.asarray(s, dtype=np.float64) for s in scorer.score(queries, root=root)]
+        usage = scorer.last_usage_ or {}
+        self.last_usage_ = {"input_tokens": int(usage.get("input_tokens", 0)), "output_tokens": 0}
+        for shape, at in todo.items():
+            plan = plans[next(i for i, p in enumerate(plans) if p.shape == shape)]
+            rows = np.stack([plan.per_option(scores[at + j]) for j in range(len(CONTENT_FREE))])
+            priors.set_content_free(shape, contextual_bias(rows)[list(plan.canonical)])
+        # every answer of this call uses the priors as they stood before it; then the call is counted
+        got = [(prior_in_question_order(p, priors.prior(p.shape)), priors.source(p.shape)) if priors is not None
+               else (None, None) for p in plans]
+        for (ci, qid), p, s, (b, src) in zip(keys, plans, scores[:n_asked], got):
+            out[ci][qid] = (s, b, p, src)
+        if update and priors is not None:
+            priors.observe([(p.shape, state_text(calls[ci][0]), p.per_option(s)[list(p.canonical)])
+                            for (ci, _), p, s in zip(keys, plans, scores[:n_asked])])
+        return out
+
     def log_probs(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> list[dict[str, np.ndarray]]:
-        """Raw log P(option | prompt) of every question, in one scoring call.
+        """Log-probabilities of every question's options, bias-corrected, in one scoring call.
 
         Parameters
         ----------
@@ -291,47 +488,44 @@ class Decider:
         Returns
         -------
         list of dict of str to ndarray of shape (K,)
-            Per call, per question id: the options' log-probabilities in the
-            question's own option order (not normalised, not calibrated).
+            Per call, per question id: each option's log-probability (the sum over
+            the strings scored for it), minus its content-free log prior when the
+            bias correction is on, in the question's own option order; not
+            normalised, not calibrated. What answers and calibration profiles are
+            computed from.
 
         Examples
         --------
         >>> from judge.testing import tiny_pair
-        >>> lp = Decider(*tiny_pair()).log_probs([("hi", {"q": Choice(["a", "b", "c"])})])
+        >>> lp = Decider(*tiny_pair(), bias=None).log_probs([("hi", {"q": Choice(["a", "b", "c"])})])
         >>> lp[0]["q"].shape, bool((lp[0]["q"] < 0).all())
         ((3,), True)
         """
-        from judge.engine import Query
+        return [{qid: p.per_option(s) - (b if b is not None else 0.0) for qid, (s, b, p, _) in scored.items()}
+                for scored in self._score(calls, update=False)]
 
-        chat = self.uses_chat()
-        tok = self.tokenizer_
-        queries, plans, keys = [], [], []
-        for ci, (state, questions) in enumerate(calls):
-            st = state_text(state)
-            check_questions(questions)
-            for qid, q in questions.items():
-                p = plan_question(tok, st, q, chat)
-                plans.append(p)
-                keys.append((ci, qid))
-                queries.append(Query(pieces=p.pieces, options=p.surfaces))
-        out: list[dict[str, np.ndarray]] = [{} for _ in calls]
-        if not queries:
-            self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
-            return out
-        scorer = self.scorer_
-        # A lone query: its template text before the state (the same for every request) is the
-        # scorer's cached root, computed once per scorer. Several queries share their common
-        # prefix anyway (the engine keeps the questions of one state in one forest row).
-        root = scorer.encode(plans[0].pieces[:1]) if len(queries) == 1 else None
-        scores = scorer.score(queries, root=root)
-        usage = scorer.last_usage_ or {}
-        self.last_usage_ = {"input_tokens": int(usage.get("input_tokens", 0)), "output_tokens": 0}
-        for (ci, qid), p, s in zip(keys, plans, scores):
-            s = np.asarray(s, dtype=np.float64)
-            raw = np.empty(len(s))
-            raw[list(p.order)] = s
-            out[ci][qid] = raw
-        return out
+    def observe(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> None:
+        """Count states into the running bias priors without answering (one scoring call).
+
+        What answering them would do to the priors (`ask_many` counts every state it
+        answers): warm a server up on past traffic, or let `calibrate_decisions` fit a
+        profile on the prior its traffic converges to. Nothing happens unless
+        ``bias="running"``.
+
+        Parameters
+        ----------
+        calls : sequence of (state, mapping of str to question)
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> d = Decider(*tiny_pair(), bias="running", warm_up=2)
+        >>> d.observe([(s, {"q": YesNo("Animal?")}) for s in ("a cat", "a car")])
+        >>> d.ask("a dog", {"q": YesNo("Animal?")})["q"].bias
+        'running'
+        """
+        if self.bias == "running":
+            self._score(calls, update=True)
 
     def ask_many(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> list[dict[str, Answer]]:
         """`ask` for several (state, questions) pairs in one scoring call (the server's micro-batches).
@@ -353,9 +547,9 @@ class Decider:
         >>> len(out), sorted(out[0])
         (2, ['q'])
         """
-        raw = self.log_probs(calls)
+        scored = self._score(calls, update=True)
         cal = self.calibration_
-        return [{qid: _answer(q, raw[i][qid], cal) for qid, q in questions.items()}
+        return [{qid: make_answer(q, *scored[i][qid], cal) for qid, q in questions.items()}
                 for i, (_, questions) in enumerate(calls)]
 
     def ask(self, state: Any, questions: Mapping[str, Question]) -> dict[str, Answer]:
@@ -381,26 +575,3 @@ class Decider:
         (['0', '1'], True)
         """
         return self.ask_many([(state, questions)])[0]
-
-
-def _answer(q: Question, log_p: np.ndarray, cal: DecisionCalibration | None) -> Answer:
-    mass = float(np.exp(np.logaddexp.reduce(log_p)))
-    p = cal.apply(q.type, log_p) if cal is not None else softmax(log_p)
-    p = np.clip(p, 0.0, 1.0)
-    p = p / p.sum()
-    calibrated = cal is not None
-    if isinstance(q, YesNo):
-        return Answer("noul", {"true": float(p[0]), "false": float(p[1])}, noul=float(p[0]),
-                      option_mass=mass, calibrated=calibrated)
-    if isinstance(q, Choice):
-        names = q.names
-        best = int(np.argmax(p))
-        listed = len(names) <= MAX_LISTED_OPTIONS
-        return Answer("choice", {n: float(v) for n, v in zip(names, p)}, choice=names[best],
-                      confidence=choice_confidence(p), option_mass=mass, calibrated=calibrated,
-                      path="listed" if listed else "unlisted")
-    n = q.n_levels
-    score = float(np.dot(np.arange(n), p))
-    return Answer("score", {str(i): float(v) for i, v in enumerate(p)}, score=min(max(score, 0.0), n - 1.0),
-                  legend={str(i): d for i, d in enumerate(q.levels)},
-                  confidence=score_confidence(p), option_mass=mass, calibrated=calibrated)

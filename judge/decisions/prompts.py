@@ -1,32 +1,52 @@
-"""How a question about a state becomes a prompt and the option strings scored after it.
+"""How a question about a state becomes a prompt and the strings scored after it.
 
-`plan_question` turns one (state text, question) pair into a `Plan`:
+`plan_question` turns one (state text, question, `PromptStyle`) into a `Plan`:
 
-- the prompt as ``(text, is_user)`` pieces: the template's system line, ``Content:``
-  and the state first (so every question of a call shares the state's tokens), then
-  the question, its options listed in a canonical order (sorted by name for a choice;
-  ``Yes``/``No``; levels ``0..n-1``) and the answer cue. With a chat template the
-  template's own text wraps the user message; otherwise a plain completion prompt
-  ending in ``Answer:`` is used and the options get a leading space;
-- the option *surfaces* (what the model writes) in that canonical order, and the
-  permutation back to the question's own order.
+- the prompt as ``(text, is_user)`` pieces: a short preamble, ``Content:`` and the state
+  first (so every question of a call shares the state's tokens), then the question, the
+  options if the style lists them, and the answer cue. ``chat=True`` wraps the preamble
+  and the user message in the tokenizer's chat template; otherwise a plain completion
+  prompt ends in ``Answer:`` and the answers get a leading space;
+- the *surfaces*: what the model would write for each option, in a canonical order, and
+  for each surface the option it counts for (`Plan.order`).
+
+**An option is scored by what it means.** Where a choice option has a description, the
+style's ``answer`` says what the model writes for it: its ``name``, its ``description``,
+or ``both`` (``name: description``). An opaque id (`is_opaque_id`: ``o0``, ``A``, ``1``,
+``C3``, a UUID) never becomes the answer the model must spell: an option named so is
+scored by its description whatever the style (by its id only when it has none). Answers
+stay keyed by the caller's names. Names are shown in their natural form (``card_arrival``
+-> ``card arrival``, as `judge.prompts.natural_label`) unless the style says ``raw``.
+Surfaces that would collide fall back to ``name: description`` (where the name means
+something), then to the raw names (names that mean something, or ids without a
+description); options still alike after that, such as opaque ids with the same
+description (``{"o0": "An option.", "o1": "An option."}``), cannot be told apart by what
+they mean, and `plan_question` refuses them with a `DecisionError` naming them rather
+than making the model spell the ids.
+Score levels are options named by their number; yes/no is scored over several spellings
+(`YES_SPELLINGS`, `NO_SPELLINGS`, each with and without a leading space), summed.
 
 The question id and the other questions of a call never appear in a prompt, and options
-are listed in the canonical order whatever order the caller gave, so an answer does not
-depend on them. Pieces flagged as user text (the state, instructions, option names and
+are listed (and scored) in a canonical order whatever order the caller gave (sorted by
+surface, then name), so an answer does not depend on them, nor on which id carries which
+description. Pieces flagged as user text (the state, instructions, option names and
 descriptions) are data: the scorer tokenizes them as plain text, never as control tokens.
 
+`DEFAULT_STYLES` are provisional, not yet chosen on measured data (see its comment);
 `PROMPT_VERSION` names this wording (calibration profiles record it).
 
 What it deliberately does not do: tokenize (the scorer's ``encode`` does, once, in one
-place), score, or decide how answers are normalised.
+place), score, or decide how answers are normalised or corrected.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from judge.decisions.questions import (
     MAX_LISTED_OPTIONS,
@@ -36,42 +56,115 @@ from judge.decisions.questions import (
     YesNo,
     render_value,
 )
+from judge.prompts import natural_label
 
-__all__ = ["PROMPT_VERSION", "Plan", "plan_question", "state_text"]
+__all__ = ["CONTENT_FREE", "DEFAULT_STYLES", "NO_SPELLINGS", "PROMPT_VERSION", "Plan", "PromptStyle",
+           "YES_SPELLINGS", "is_opaque_id", "plan_question", "state_text"]
 
-PROMPT_VERSION = "decisions-v1"
+PROMPT_VERSION = "decisions-v2"
+#: The spellings of yes and no whose probabilities are summed (each also with a leading space).
+YES_SPELLINGS = ("Yes", "yes")
+NO_SPELLINGS = ("No", "no")
+#: States that say nothing: a question's answer distribution on them is its label-free prior.
+CONTENT_FREE = ("N/A", "", "[MASK]")
 
-_SYSTEM = ("You answer one question about the content in the user's message. Reply with exactly one "
-           "of the listed answers, written exactly as shown, and nothing else.")
+_ANSWERS = ("name", "description", "both")
 _SENTINEL = "\x00JUDGE_DECISION\x00"
-_YES, _NO = "Yes", "No"
+_OPAQUE = re.compile(
+    r"[A-Za-z]{0,2}[-_ .]?\d{1,6}"                                   # o0, A1, C3, 12, q_3
+    r"|[A-Za-z]"                                                       # A
+    r"|(opt|option|choice|answer|id|label|class|item|cat|category|key|value)[-_ .]?\d{1,6}"
+    r"|[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"   # UUID
+    r"|(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}",                             # hex ids with a digit
+    re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PromptStyle:
+    """How one type of question is put to the model.
+
+    Parameters
+    ----------
+    chat : bool
+        Wrap the prompt in the tokenizer's chat template; False: a plain completion
+        prompt ending in ``Answer:``.
+    listed : bool
+        List the answers in the prompt (always, for yes/no questions with true/false
+        descriptions: they carry the meaning).
+    descriptions : bool
+        Show option descriptions in the list where the answer is the name.
+    answer : {"name", "description", "both"}
+        What the model writes for an option with a description: its name, its
+        description, or ``name: description``. For score levels the name is the
+        level's number. Ignored for yes/no. Opaque ids are never the answer.
+    names : {"natural", "raw"}
+        Show names in their natural form (underscores as spaces, a capitalised first
+        word lower-cased) or as given.
+
+    Examples
+    --------
+    >>> PromptStyle(chat=False, listed=False, answer="description").answer
+    'description'
+    >>> PromptStyle(answer="letter")
+    Traceback (most recent call last):
+    ...
+    judge.decisions.questions.DecisionError: PromptStyle answer must be one of ['name', 'description', 'both'], got 'letter'.
+    """
+
+    chat: bool = False
+    listed: bool = False
+    descriptions: bool = False
+    answer: str = "description"
+    names: str = "natural"
+
+    def __post_init__(self):
+        if self.answer not in _ANSWERS:
+            raise DecisionError(f"PromptStyle answer must be one of {list(_ANSWERS)}, got {self.answer!r}.")
+        if self.names not in ("natural", "raw"):
+            raise DecisionError(f"PromptStyle names must be 'natural' or 'raw', got {self.names!r}.")
+
+
+#: The styles `judge.decisions.Decider` uses unless told otherwise, per question type. Provisional and
+#: not yet measured for decisions: no selection on validation data has been recorded (``bench/decisions_quality.py
+#: select`` is where it is to be made, on sys1bench's generators at the validation seed and the four
+#: classification datasets; the README has no such table yet). They carry over the Classifier's choice on its
+#: validation splits (`judge.prompts.DEFAULT_PROMPT`: a completion prompt, labels not listed) and score an option
+#: by its description, as the issue asks ("score what an option means").
+DEFAULT_STYLES = {
+    "choice": PromptStyle(chat=False, listed=False, descriptions=False, answer="description"),
+    "noul": PromptStyle(chat=False, listed=False, descriptions=False, answer="name"),
+    "score": PromptStyle(chat=False, listed=False, descriptions=False, answer="description"),
+}
 
 
 @dataclass(frozen=True)
 class Plan:
-    """How one question becomes a query: its prompt pieces and canonical option order.
+    """How one question becomes a query: its prompt pieces and the strings scored after it.
 
     Attributes
     ----------
     pieces : tuple of (str, bool)
         The whole prompt (adjacent template pieces merged); True marks user text.
     surfaces : tuple of str
-        What the model writes for each option, in canonical (scoring) order.
+        What the model writes, in canonical (scoring) order.
     order : tuple of int
-        ``order[j]`` is the index, in the question's own option order, of canonical option ``j``.
+        ``order[j]`` is the index, in the question's own option order, of the option
+        surface ``j`` counts for (yes/no: 0 for every spelling of yes, 1 for no).
     listed : bool
-        Whether the options are listed in the prompt (False above `MAX_LISTED_OPTIONS`).
+        Whether the answers are listed in the prompt.
     head : tuple of (str, bool)
         The leading pieces up to and including the state: what every question of one call shares.
     question : tuple of (str, bool)
-        The pieces after the state: this question's own text (``head + question`` is the
-        prompt).
+        The pieces after the state (``head + question`` is the prompt).
+    scored : str
+        What was scored: ``"names"``, ``"descriptions"``, ``"names and descriptions"``,
+        ``"mixed"``, ``"level numbers"``, ``"level descriptions"`` or ``"yes/no spellings"``.
 
     Examples
     --------
-    >>> p = plan_question(None, "I was charged twice", YesNo("Refund?"), chat=False)
-    >>> p.surfaces, p.order, p.listed
-    ((' Yes', ' No'), (0, 1), True)
+    >>> p = plan_question(None, "I was charged twice", YesNo("Refund?"), PromptStyle())
+    >>> p.surfaces[:2], p.order
+    ((' Yes', ' yes'), (0, 0, 0, 0, 1, 1, 1, 1))
     >>> "".join(t for t, _ in p.head + p.question) == "".join(t for t, _ in p.pieces)
     True
     """
@@ -82,6 +175,120 @@ class Plan:
     listed: bool
     head: tuple[tuple[str, bool], ...] = ()
     question: tuple[tuple[str, bool], ...] = ()
+    scored: str = "names"
+
+    @property
+    def shape(self) -> tuple:
+        """Everything but the state, and not the caller's option order: questions of one shape share a prior.
+
+        Priors are kept in `canonical` option order, so the same options given in
+        another order (or under other ids) are the same shape.
+
+        Examples
+        --------
+        >>> a = plan_question(None, "one text", YesNo("Refund?"), PromptStyle())
+        >>> a.shape == plan_question(None, "another", YesNo("Refund?"), PromptStyle()).shape
+        True
+        >>> from judge.decisions import Choice
+        >>> b = plan_question(None, "x", Choice({"o0": "Refund", "o1": "Block"}), PromptStyle())
+        >>> b.shape == plan_question(None, "y", Choice({"o1": "Block", "o0": "Refund"}), PromptStyle()).shape
+        True
+        """
+        first = {i: j for j, i in enumerate(self.canonical)}
+        return (tuple(p for p in self.head if not p[1]), self.question, self.surfaces,
+                tuple(first[i] for i in self.order))
+
+    @property
+    def canonical(self) -> tuple[int, ...]:
+        """The question's option indices in canonical order (the order of their first surface).
+
+        Examples
+        --------
+        >>> from judge.decisions import Choice
+        >>> plan_question(None, "x", Choice({"o0": "Refund", "o1": "Block"}), PromptStyle()).canonical
+        (1, 0)
+        """
+        return tuple(dict.fromkeys(self.order))
+
+    def per_option(self, scores) -> np.ndarray:
+        """Scores of the surfaces (scoring order) -> each option's, question order, summed in probability.
+
+        Parameters
+        ----------
+        scores : array-like of shape (len(surfaces),)
+            Log-probabilities of the surfaces.
+
+        Returns
+        -------
+        ndarray of shape (K,)
+
+        Examples
+        --------
+        >>> p = plan_question(None, "text", YesNo("Refund?"), PromptStyle())
+        >>> np.exp(p.per_option(np.log([0.1, 0.1, 0.05, 0.05, 0.2, 0.1, 0.1, 0.1]))).round(3)
+        array([0.3, 0.5])
+        """
+        out = np.full(max(self.order) + 1, -np.inf)
+        for j, i in enumerate(self.order):
+            out[i] = np.logaddexp(out[i], scores[j])
+        return out
+
+    def from_canonical(self, values) -> np.ndarray:
+        """Per-option values in `canonical` order -> the question's own option order.
+
+        Parameters
+        ----------
+        values : array-like of shape (K,)
+
+        Returns
+        -------
+        ndarray of shape (K,)
+
+        Examples
+        --------
+        >>> from judge.decisions import Choice
+        >>> p = plan_question(None, "x", Choice({"o0": "Refund", "o1": "Block"}), PromptStyle())
+        >>> p.from_canonical([0.9, 0.1])           # canonical: Block (o1) first
+        array([0.1, 0.9])
+        """
+        out = np.empty(len(self.canonical))
+        out[list(self.canonical)] = values
+        return out
+
+    def without(self, drop: Iterable[int]) -> Plan:
+        """The plan without the surfaces at positions ``drop`` (spellings a tokenizer writes alike).
+
+        Examples
+        --------
+        >>> p = plan_question(None, "text", YesNo("Refund?"), PromptStyle())
+        >>> p.without([1]).surfaces[:2], len(p.without([1]).order)
+        ((' Yes', 'Yes'), 7)
+        """
+        drop = set(drop)
+        keep = [j for j in range(len(self.surfaces)) if j not in drop]
+        return Plan(self.pieces, tuple(self.surfaces[j] for j in keep), tuple(self.order[j] for j in keep),
+                    self.listed, self.head, self.question, self.scored)
+
+
+def is_opaque_id(name: str) -> bool:
+    """Whether an option name is an id that carries no meaning (``o0``, ``A``, ``12``, ``C3``, a UUID, hex).
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> [is_opaque_id(n) for n in ("o0", "B", "17", "option_3", "3f2a9c1e-77aa-4b1e-9a0c-2b5d8e1f0a6c")]
+    [True, True, True, True, True]
+    >>> [is_opaque_id(n) for n in ("billing", "none", "GPT4 team", "card_arrival")]
+    [False, False, False, False]
+    """
+    return bool(_OPAQUE.fullmatch(name.strip()))
 
 
 def state_text(state: Any) -> str:
@@ -111,41 +318,106 @@ def state_text(state: Any) -> str:
     return render_value(state)
 
 
-def _lines(label_desc: Iterable[tuple[str, Any]]) -> list[tuple[str, bool]]:
+def _desc(d: Any) -> str | None:
+    if d is None:
+        return None
+    text = render_value(d).strip()
+    return text or None
+
+
+def _choice_surfaces(q: Choice, style: PromptStyle) -> tuple[list[str], list[str | None], str]:
+    """(surfaces, description shown beside each in a list or None, what was scored), in the question's order."""
+    names = list(q.names)
+    descs = [_desc(q.options[n]) for n in names]
+    shown = [natural_label(n) for n in names] if style.names == "natural" else list(names)
+    if len(set(shown)) < len(shown):
+        shown = list(names)
+
+    def pick(i: int, answer: str) -> tuple[str, str | None, str]:
+        d = descs[i]
+        if d is None:
+            return shown[i], None, "name"
+        if is_opaque_id(names[i]) or answer == "description":
+            return d, None, "description"
+        if answer == "both":
+            return f"{shown[i]}: {d}", None, "both"
+        return shown[i], d, "name"
+
+    def clashes() -> list[int]:
+        counts: dict[str, int] = {}
+        for s, _, _ in picked:
+            counts[s] = counts.get(s, 0) + 1
+        return [i for i, (s, _, _) in enumerate(picked) if counts[s] > 1]
+
+    picked = [pick(i, style.answer) for i in range(len(names))]
+    for i in clashes():  # collisions: name and description (an opaque id stays its description)...
+        picked[i] = pick(i, "both")
+    for i in clashes():  # ...then the names exactly as given, where a name is what the option is scored by
+        if descs[i] is None or not is_opaque_id(names[i]):
+            picked[i] = (names[i], descs[i], "name")
+    left = clashes()
+    if left:  # never the opaque ids: options that mean the same cannot be told apart by what they mean
+        groups: dict[str, list[str]] = {}
+        for i in left:
+            groups.setdefault(picked[i][0], []).append(names[i])
+        said = "; ".join(f"{', '.join(map(repr, ns))} would all be scored as {s!r}" for s, ns in groups.items())
+        raise DecisionError(
+            f"Choice options cannot be told apart by what they mean: {said}. An opaque id (o0, A, 1, a UUID) "
+            f"carries no meaning, so its description is what the model is asked to write; give these options "
+            f"distinct descriptions (or names that say what they mean).")
+    kinds = {k for _, _, k in picked}
+    scored = {"name": "names", "description": "descriptions", "both": "names and descriptions"}[kinds.pop()] \
+        if len(kinds) == 1 else "mixed"
+    return [s for s, _, _ in picked], [d if style.descriptions else None for _, d, _ in picked], scored
+
+
+def _lines(items: Iterable[tuple[str, str | None]]) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
-    for name, desc in label_desc:
-        out += [("\n- ", False), (name, True)]
+    for text, desc in items:
+        out += [("\n- ", False), (text, True)]
         if desc is not None:
-            out += [(": ", False), (render_value(desc), True)]
+            out += [(": ", False), (desc, True)]
     return out
 
 
-def _question_pieces(q: Question, listed: bool) -> tuple[list[tuple[str, bool]], list[str], list[int]]:
-    """(pieces after the state, surfaces in canonical order, order)."""
+def _instructions(q: Question, default: str) -> list[tuple[str, bool]]:
+    return [(render_value(q.instructions), True)] if q.instructions is not None else [(default, False)]
+
+
+def _question_pieces(q: Question, style: PromptStyle):
+    """(pieces after the state, surfaces, order, listed, scored) without the completion's leading spaces."""
     pieces: list[tuple[str, bool]] = [("\n\nQuestion: ", False)]
     if isinstance(q, Choice):
-        names = q.names
-        order = sorted(range(len(names)), key=lambda i: names[i])
-        surfaces = [names[i] for i in order]
-        pieces += [(render_value(q.instructions), True)] if q.instructions is not None else \
-            [("Which answer fits the content best?", False)]
+        surfaces, shown_desc, scored = _choice_surfaces(q, style)
+        order = sorted(range(len(surfaces)), key=lambda i: (surfaces[i], q.names[i]))
+        listed = style.listed and len(surfaces) <= MAX_LISTED_OPTIONS
+        pieces += _instructions(q, "Which answer fits the content best?")
         if listed:
-            pieces += [("\n\nAnswers:", False)] + _lines((names[i], q.options[names[i]]) for i in order)
-        else:
-            pieces += [(f"\n\nAnswer with the name of one of {len(names)} options.", False)]
-        return pieces, surfaces, order
+            pieces += [("\n\nAnswers:", False)] + _lines((surfaces[i], shown_desc[i]) for i in order)
+        return pieces, [surfaces[i] for i in order], order, listed, scored
     if isinstance(q, YesNo):
-        pieces += [(render_value(q.instructions), True)] if q.instructions is not None else \
-            [("Is the following true of the content?", False)]
-        pieces += [("\n\nAnswers:", False)] + _lines([(_YES, q.true), (_NO, q.false)])
-        return pieces, [_YES, _NO], [0, 1]
+        pieces += _instructions(q, "Is the following true of the content?")
+        listed = style.listed or q.true is not None or q.false is not None
+        if listed:
+            pieces += [("\n\nAnswers:", False)] + _lines([("Yes", _desc(q.true)), ("No", _desc(q.false))])
+        spell = [*YES_SPELLINGS, *NO_SPELLINGS]
+        return pieces, spell, [0] * len(YES_SPELLINGS) + [1] * len(NO_SPELLINGS), listed, "yes/no spellings"
     n = q.n_levels
-    pieces += [(render_value(q.instructions), True)] if q.instructions is not None else \
-        [("Which level fits the content best?", False)]
-    pieces += [(f"\n\nAnswers (a level from 0 to {n - 1}, low to high):", False)]
-    for i, d in enumerate(q.levels):
-        pieces += [(f"\n- {i}: ", False), (render_value(d), True)]
-    return pieces, [str(i) for i in range(n)], list(range(n))
+    descs = [_desc(d) for d in q.levels]
+    answer = style.answer
+    if answer != "name" and (None in descs or len(set(descs)) < n):
+        answer = "name"  # level descriptions that cannot tell levels apart: the numbers
+    surfaces = {"name": [str(i) for i in range(n)], "description": descs,
+                "both": [f"{i}: {d}" for i, d in enumerate(descs)]}[answer]
+    pieces += _instructions(q, "Which level fits the content best?")
+    if style.listed:
+        head = f"\n\nAnswers (a level from 0 to {n - 1}, low to high):" if answer == "name" else \
+            "\n\nAnswers (low to high):"
+        pieces += [(head, False)] + _lines((s, descs[i] if answer == "name" and style.descriptions else None)
+                                           for i, s in enumerate(surfaces))
+    scored = "level numbers" if answer == "name" else \
+        "level descriptions" if answer == "description" else "level numbers and descriptions"
+    return pieces, surfaces, list(range(n)), style.listed, scored
 
 
 def _merge(pieces: Iterable[tuple[str, bool]]) -> tuple[tuple[str, bool], ...]:
@@ -161,18 +433,24 @@ def _merge(pieces: Iterable[tuple[str, bool]]) -> tuple[tuple[str, bool], ...]:
     return tuple(out)
 
 
-def plan_question(tokenizer, state: str, question: Question, chat: bool) -> Plan:
-    """The prompt pieces and option surfaces of one question about a state.
+def _preamble(listed: bool) -> str:
+    if listed:
+        return ("You answer one question about the content. Reply with exactly one of the listed answers, "
+                "written exactly as shown, and nothing else.")
+    return "You answer one question about the content. Reply with the answer only."
+
+
+def plan_question(tokenizer, state: str, question: Question, style: PromptStyle) -> Plan:
+    """The prompt pieces and scored strings of one question about a state.
 
     Parameters
     ----------
     tokenizer : PreTrainedTokenizerBase or None
-        Its chat template wraps the prompt when ``chat`` is True (unused otherwise).
+        Its chat template wraps the prompt when ``style.chat`` (unused otherwise).
     state : str
         The state's text (see `state_text`).
     question : Choice, YesNo or Score
-    chat : bool
-        Use the tokenizer's chat template; False: a plain completion prompt.
+    style : PromptStyle
 
     Returns
     -------
@@ -181,30 +459,48 @@ def plan_question(tokenizer, state: str, question: Question, chat: bool) -> Plan
     Raises
     ------
     DecisionError
-        The chat template dropped or repeated the user message.
+        The chat template dropped or repeated the user message; or choice options that
+        would be scored as the same string even as ``name: description`` and as given
+        (opaque ids with the same description): they are named.
 
     Examples
     --------
     >>> from judge.decisions import Choice
+    >>> q = Choice({"o0": "Refund the customer", "o1": "Block the card"}, "What to do?")
+    >>> p = plan_question(None, "I lost my card", q, PromptStyle(answer="name"))
+    >>> p.surfaces, p.order, p.scored          # opaque ids: their descriptions are the answers
+    ((' Block the card', ' Refund the customer'), (1, 0), 'descriptions')
+    >>> plan_question(None, "x", Choice({"billing": "An option.", "fraud": "An option."}), PromptStyle()).surfaces
+    (' billing: An option.', ' fraud: An option.')
+    >>> plan_question(None, "x", Choice({"o0": "An option.", "o1": "An option."}), PromptStyle())
+    Traceback (most recent call last):
+    ...
+    judge.decisions.questions.DecisionError: Choice options cannot be told apart by what they mean: 'o0', 'o1' would all be scored as 'An option.'. ...
     >>> from judge.testing import tiny_pair
-    >>> p = plan_question(tiny_pair()[1], "text", Choice(["b", "a"], "Pick"), chat=True)
-    >>> p.surfaces, p.order
-    (('a', 'b'), (1, 0))
-    >>> p.pieces[0][0].startswith("<|im_start|>system")
+    >>> plan_question(tiny_pair()[1], "text", q, PromptStyle(chat=True)).pieces[0][0].startswith("<|im_start|>system")
     True
     """
-    listed = not (isinstance(question, Choice) and len(question.options) > MAX_LISTED_OPTIONS)
-    body, surfaces, order = _question_pieces(question, listed)
-    if chat:
-        msgs = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": _SENTINEL}]
+    if not isinstance(style, PromptStyle):
+        raise DecisionError(f"style must be a judge.decisions.PromptStyle, got {type(style).__name__} {style!r:.60}.")
+    body, surfaces, order, listed, scored = _question_pieces(question, style)
+    if style.chat:
+        msgs = [{"role": "system", "content": _preamble(listed)}, {"role": "user", "content": _SENTINEL}]
         full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         if full.count(_SENTINEL) != 1:
             raise DecisionError("The tokenizer's chat template dropped or repeated the user message; "
-                                "use Decider(chat=False).")
+                                "use a PromptStyle with chat=False.")
         before, after = full.split(_SENTINEL)
     else:
-        before, after = _SYSTEM + "\n\n", "\n\nAnswer:"
-        surfaces = [" " + s for s in surfaces]
+        before, after = _preamble(listed) + "\n\n", "\n\nAnswer:"
+        if not isinstance(question, YesNo):
+            surfaces = [" " + s for s in surfaces]
+    if isinstance(question, YesNo):  # every spelling with and without a leading space, yes first
+        k = len(YES_SPELLINGS)
+        yes, no = surfaces[:k], surfaces[k:]
+        first, second = ((" ", ""), ("", " "))[bool(style.chat)]
+        surfaces = [first + s for s in yes] + [second + s for s in yes] + [first + s for s in no] + \
+            [second + s for s in no]
+        order = [0] * (2 * k) + [1] * (2 * len(NO_SPELLINGS))
     head = [(before, False), ("Content:\n", False), (state, True)]
     rest = [*body, (after, False)]
-    return Plan(_merge(head + rest), tuple(surfaces), tuple(order), listed, _merge(head), _merge(rest))
+    return Plan(_merge(head + rest), tuple(surfaces), tuple(order), listed, _merge(head), _merge(rest), scored)

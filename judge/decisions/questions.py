@@ -7,9 +7,9 @@ one of a fixed set of options. Three types cover the System One wire contract
 ========== =============== ====================================================
 Python     contract type   options the model may write
 ========== =============== ====================================================
-`Choice`   ``choice``      the option names, exactly as given
-`YesNo`    ``noul``        ``Yes`` / ``No``
-`Score`    ``score``       the level numbers ``0`` .. ``n-1`` (low to high)
+`Choice`   ``choice``      what each option means (see `judge.decisions.prompts`)
+`YesNo`    ``noul``        ``Yes`` / ``No`` (several spellings, summed)
+`Score`    ``score``       the levels ``0`` .. ``n-1`` (low to high)
 ========== =============== ====================================================
 
 Here: the frozen question dataclasses (validated when built, with errors that say what
@@ -370,8 +370,17 @@ class Answer:
     calibrated : bool
         Whether a calibration profile was applied.
     path : str
-        How options were scored (``"listed"`` or ``"unlisted"``: options above
-        `MAX_LISTED_OPTIONS` are scored without listing them in the prompt).
+        Whether the options were listed in the prompt (``"listed"``) or not
+        (``"unlisted"``: the prompt style, or more than `MAX_LISTED_OPTIONS` options).
+    bias : str or None
+        The label-free bias correction applied (``"contextual"``), or None.
+    scored : str
+        What the model was scored on writing: ``"names"``, ``"descriptions"``,
+        ``"names and descriptions"``, ``"mixed"``, ``"level numbers"``, ``"level
+        descriptions"``, ``"level numbers and descriptions"`` or ``"yes/no spellings"``.
+    spellings : dict or None
+        Yes/no questions: ``{"true": [...], "false": [...]}``, the spellings whose
+        probabilities were summed for each side.
 
     Examples
     --------
@@ -390,6 +399,9 @@ class Answer:
     option_mass: float = 1.0
     calibrated: bool = False
     path: str = "listed"
+    bias: str | None = None
+    scored: str = "names"
+    spellings: dict | None = None
 
     def to_wire(self, *, extensions: bool = False) -> dict:
         """The answer as the ``/v1/systemone`` contract writes it.
@@ -397,7 +409,8 @@ class Answer:
         Parameters
         ----------
         extensions : bool
-            Add the ``x_option_mass``, ``x_calibrated`` and ``x_path`` fields.
+            Add the ``x_option_mass``, ``x_calibrated``, ``x_path``, ``x_bias`` and
+            ``x_scored`` fields, and for yes/no ``x_yes_spellings`` and ``x_no_spellings``.
 
         Returns
         -------
@@ -407,7 +420,10 @@ class Answer:
         --------
         >>> a = Answer("choice", {"a": 0.75, "b": 0.25}, choice="a", confidence=0.5)
         >>> a.to_wire(extensions=True)
-        {'type': 'choice', 'choice': 'a', 'probabilities': {'a': 0.75, 'b': 0.25}, 'confidence': 0.5, 'x_option_mass': 1.0, 'x_calibrated': False, 'x_path': 'listed'}
+        {'type': 'choice', 'choice': 'a', 'probabilities': {'a': 0.75, 'b': 0.25}, 'confidence': 0.5, 'x_option_mass': 1.0, 'x_calibrated': False, 'x_path': 'listed', 'x_bias': None, 'x_scored': 'names'}
+        >>> Answer("noul", {"true": 0.8, "false": 0.2}, noul=0.8, spellings={"true": [" Yes"], "false": [" No"]}
+        ...        ).to_wire(extensions=True)["x_yes_spellings"]
+        [' Yes']
         """
         if self.type == "noul":
             out = {"type": "noul", "noul": float(self.noul)}
@@ -418,5 +434,8 @@ class Answer:
             out = {"type": "score", "score": float(self.score), "legend": dict(self.legend),
                    "probabilities": dict(self.probabilities), "confidence": float(self.confidence)}
         if extensions:
-            out.update(x_option_mass=float(self.option_mass), x_calibrated=self.calibrated, x_path=self.path)
+            out.update(x_option_mass=float(self.option_mass), x_calibrated=self.calibrated, x_path=self.path,
+                       x_bias=self.bias, x_scored=self.scored)
+            if self.spellings is not None:
+                out.update(x_yes_spellings=list(self.spellings["true"]), x_no_spellings=list(self.spellings["false"]))
         return out
