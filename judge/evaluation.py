@@ -266,7 +266,8 @@ def evaluate(dataset: str, out_dir, *, model=None, split: str = "test", data_dir
              bias: str | None = "auto", bias_l2: float = 1.0, rotations: int = 1,
              target_accuracy: float | None = None, baseline: str | None = None, method: str = "auto",
              label_names: str = "dataset", batch_size: int = 8, include_oos: bool = False,
-             granularity: str | None = None) -> dict:
+             granularity: str | None = None, fit_on: str | None = None, per_class: int | None = None,
+             fit_method: str = "head") -> dict:
     """Evaluate a zero-shot classifier on a dataset split; write the report files to ``out_dir``.
 
     Scores are checkpointed (`score_with_checkpoint`, ``scores_<split>.npz``),
@@ -310,6 +311,11 @@ def evaluate(dataset: str, out_dir, *, model=None, split: str = "test", data_dir
         CLINC150: add the out-of-scope class.
     granularity : {None, "coarse", "fine"}
         TREC label granularity.
+    fit_on : str, optional
+        A split to fit on first (`judge.Classifier.fit`; never ``split`` or ``calibrate_on``).
+    per_class : int, optional
+        Fit on a seeded draw of this many texts per class of ``fit_on`` (None: all of it).
+    fit_method : {"head", "lora", "demos"}
 
     Returns
     -------
@@ -327,6 +333,12 @@ def evaluate(dataset: str, out_dir, *, model=None, split: str = "test", data_dir
     """
     if baseline not in (None, "generate"):
         raise ValueError(f"baseline must be None or 'generate', got {baseline!r}.")
+    if fit_on is not None and fit_on in (split, calibrate_on):
+        raise ValueError(f"fit_on={fit_on!r} is also the {'evaluated' if fit_on == split else 'calibration'} split; "
+                         f"fit, calibrate and evaluate on three different splits (e.g. train, validation, test).")
+    if per_class is not None and (fit_on is None or not isinstance(per_class, int) or per_class < 1):
+        raise ValueError(f"per_class must be a positive int and needs fit_on, got per_class={per_class!r}, "
+                         f"fit_on={fit_on!r}.")
     from sklearn.metrics import f1_score
 
     from judge import calibration as cal
@@ -360,6 +372,18 @@ def evaluate(dataset: str, out_dir, *, model=None, split: str = "test", data_dir
     t0 = time.perf_counter()
     clf.setup()  # load the model, cache the prompt prefix, compile the labels
     setup_s = time.perf_counter() - t0
+    fitted = None
+    if fit_on:  # fit first: every score below is the fitted classifier's (its fingerprint says so)
+        from judge.adaptation import per_class_indices
+
+        data = ds.load(dataset, split=fit_on, data_dir=data_dir, **options)
+        rows = np.arange(len(data))
+        if per_class:
+            rows = per_class_indices(np.array([pos[v] for v in data.labels]), per_class, seed)
+        t0 = time.perf_counter()
+        clf.fit([data.texts[i] for i in rows], [data.labels[i] for i in rows], method=fit_method)
+        fitted = {"split": fit_on, "per_class": per_class, "n": int(len(rows)), "method": fit_method,
+                  "seconds": time.perf_counter() - t0, "l2": getattr(clf.adaptation_, "l2", None)}
     t0 = time.perf_counter()
     scores = score_with_checkpoint(clf, texts, out_dir / f"scores_{split}.npz")
     score_s = time.perf_counter() - t0
@@ -370,6 +394,7 @@ def evaluate(dataset: str, out_dir, *, model=None, split: str = "test", data_dir
         "method": clf.method_, "n": len(texts), "n_labels": len(labels),
         "sample": {"limit": limit, "seed": seed, "indices": list(map(int, test.indices))} if limit else None,
         "setup_seconds": setup_s, "scoring_seconds": score_s, "texts_per_s": len(texts) / score_s,
+        "fit": fitted,
     }
     pred_raw = raw.argmax(1)
     metrics["uncalibrated"] = _metric_block(cal, y, raw)

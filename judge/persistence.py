@@ -3,7 +3,10 @@
 A saved classifier is a folder with ``classifier.json`` (labels, prompt,
 options, the model *reference*, calibration scalars and report) and, when
 calibrated, ``calibration.safetensors`` (bias, calibration probabilities and
-labels). Loading validates every field and names the one that is wrong: a
+labels). The fitted arrays are bound to the labels they were fitted for: the label
+list is stored in the safetensors metadata, so a ``classifier.json`` whose labels
+were edited consistently (reordered or renamed everywhere) is refused, naming both
+lists. Loading validates every field and names the one that is wrong: a
 reordered label list, a NaN or non-positive temperature, a threshold outside
 [0, 1], arrays of the wrong shape, missing keys. A model that exists only in
 memory cannot be referenced: saving refuses unless ``model_ref=`` is given,
@@ -100,8 +103,15 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
         if cal.bias is not None:
             arrays["bias"] = np.ascontiguousarray(cal.bias, np.float64)
         tmp = d / "calibration.safetensors.tmp"
-        save_file(arrays, str(tmp))
+        save_file(arrays, str(tmp), metadata={"labels": json.dumps(list(cal.labels), ensure_ascii=False)})
         tmp.replace(d / "calibration.safetensors")
+    ad = getattr(clf, "adaptation_", None)
+    config["adaptation"] = None if ad is None else ad.config()
+    if ad is not None:  # what fit() learned: the head's weights, the adapters' matrices, the demonstrations
+        tmp = d / "adaptation.safetensors.tmp"
+        save_file({k: np.ascontiguousarray(v) for k, v in ad.arrays().items()}, str(tmp),
+                  metadata={"labels": json.dumps(list(clf.labels), ensure_ascii=False)})
+        tmp.replace(d / "adaptation.safetensors")
     tmp = d / "classifier.json.tmp"
     tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False))
     tmp.replace(d / "classifier.json")
@@ -191,6 +201,7 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
         if not f.exists():
             raise FileNotFoundError(f"{f} is missing; it holds the calibration arrays written by save().")
         arrays = load_file(str(f))
+        _check_bound_labels(f, labels, "calibration")
         for k in ("calib_proba", "calib_y"):
             if k not in arrays:
                 raise ValueError(f"{f} lacks the array {k!r}.")
@@ -202,7 +213,51 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
         object.__setattr__(clf, "calibration_", obj)
+    ad = cfg.get("adaptation")  # absent in folders saved before fit() existed
+    if ad:
+        from judge.adaptation import from_saved
+
+        f = d / "adaptation.safetensors"
+        if not f.exists():
+            raise FileNotFoundError(f"{f} is missing; it holds what fit() learned, written by save().")
+        arrays = load_file(str(f))
+        _check_bound_labels(f, labels, "adaptation")
+        try:
+            object.__setattr__(clf, "adaptation_", from_saved(ad, arrays, len(labels)))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
     return clf
+
+
+def _check_bound_labels(f: Path, labels, what: str) -> None:
+    """Refuse arrays fitted for other labels than ``labels`` (the list saved in their safetensors metadata).
+
+    ``what``: ``"calibration"`` (``calibrate``'s bias and probabilities) or ``"adaptation"`` (what
+    ``fit`` learned); it words the error.
+    """
+    import warnings
+
+    from safetensors import safe_open
+
+    with safe_open(str(f), framework="np") as sf:
+        meta = sf.metadata() or {}
+    if "labels" not in meta:
+        warnings.warn(f"{f} was written before the fitted arrays were bound to their labels: the label order "
+                      f"cannot be checked; save the classifier again to bind them.", UserWarning, stacklevel=3)
+        return
+    try:
+        bound = json.loads(meta["labels"])
+    except json.JSONDecodeError:
+        bound = None
+    if bound == list(labels):
+        return
+    if what == "calibration":
+        raise ValueError(f"{f}: the calibration arrays were fitted for the labels {bound!r}, but classifier.json "
+                         f"lists {list(labels)!r}; the bias would be applied to the wrong labels. Restore the "
+                         f"saved label list, or refit with calibrate() and save again.")
+    raise ValueError(f"{f}: what fit() learned (its head weights, adapters or demonstrations) was fitted for the "
+                     f"labels {bound!r}, but classifier.json lists {list(labels)!r}; its scores would go to the "
+                     f"wrong labels. Restore the saved label list, or fit() again and save.")
 
 
 def fingerprint(clf) -> str:
@@ -216,4 +271,11 @@ def fingerprint(clf) -> str:
             "method": c.method, "seqs": c.label_seqs, "think": [c.think, c.think_tokens],
             "top_k": clf.top_k, "path": c.engine.path_, "model": weights_fingerprint(c.engine.model_),
             "rotated": [r.prefix for r in c.rotated or ()]}
+    ad = getattr(clf, "adaptation_", None)
+    if ad is not None:  # what fit() learned changes every score; its report (timings, CV tables) changes none
+        spec_ad = {k: v for k, v in ad.config().items() if k != "report"}
+        h = hashlib.sha256(json.dumps(spec_ad, sort_keys=True, default=str).encode())
+        for k, v in sorted(ad.arrays().items()):
+            h.update(k.encode() + np.ascontiguousarray(v).tobytes())
+        spec["adaptation"] = h.hexdigest()
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()

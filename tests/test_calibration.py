@@ -715,3 +715,31 @@ def test_calibration_report_has_baselines_intervals_and_floor():
     assert r["ece_ci"][0] <= r["ece"] <= r["ece_ci"][1]
     assert r["ece_over_floor"] == pytest.approx(r["ece"] / r["ece_floor"])
     assert set(r["coverage_at_accuracy"]) == {"0.5", "0.7"}
+
+
+# --------------------------------------------------------------------------- choosing the bias L2
+
+
+def test_choose_bias_l2_picks_the_lowest_out_of_fold_nll():
+    """Recompute every candidate's out-of-fold NLL here (same seeded folds, NLL from the held-out
+    probabilities) and check the choice is the lowest, the stronger penalty on a tie."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from judge.calibration.state import Calibration, choose_bias_l2
+
+    rng = np.random.default_rng(3)
+    n, k = 300, 4
+    y = rng.integers(0, k, n)
+    planted = np.array([2.0, 0.0, 0.0, -1.0])  # a label bias only a free fitted bias can undo
+    s = log_softmax(rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y] + planted, axis=1)
+    grid = (0.01, 1.0, 1e4)
+    got = choose_bias_l2(s, y, None, grid=grid, folds=5, seed=0)
+    nll = dict.fromkeys(grid, 0.0)
+    for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(s, y):
+        for g in grid:
+            p = Calibration.fit(tuple(range(k)), s[tr], y[tr], fit_bias=g).transform(s[te])
+            nll[g] -= np.log(p[np.arange(len(te)), y[te]]).sum()
+    nll = {g: v / n for g, v in nll.items()}
+    assert got["l2"] == min(grid, key=lambda g: (round(nll[g], 10), -g))
+    assert dict(zip(got["grid"], got["nll"])) == pytest.approx(nll, rel=1e-7)
+    assert max(nll, key=nll.get) == 1e4 and got["l2"] != 1e4  # the near-frozen bias cannot undo the plant

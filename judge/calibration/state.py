@@ -20,7 +20,8 @@ import numpy as np
 
 from judge._math import softmax
 
-__all__ = ["Calibration", "BIASES", "AUTO_BIAS", "check_calibrate_args", "resolve_bias", "prior_bias"]
+__all__ = ["Calibration", "BIASES", "AUTO_BIAS", "BIAS_L2_GRID", "check_calibrate_args", "resolve_bias", "prior_bias",
+           "choose_bias_l2"]
 
 #: The ``bias`` values ``Classifier.calibrate`` accepts.
 BIASES = ("auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", None, "none")
@@ -46,8 +47,9 @@ def check_calibrate_args(n, y, k, *, bias, bias_l2, temperature, target_accuracy
         raise ValueError(f"calibrate needs at least 2 labelled texts, got {n}.")
     if bias not in BIASES:
         raise ValueError(f"Unknown bias {bias!r}; valid values are {BIASES}.")
-    if not (isinstance(bias_l2, (int, float)) and not isinstance(bias_l2, bool) and bias_l2 >= 0):
-        raise ValueError(f"bias_l2 must be a number >= 0, got {bias_l2!r}; use e.g. 1.0.")
+    if bias_l2 != "cv" and not (isinstance(bias_l2, (int, float)) and not isinstance(bias_l2, bool) and bias_l2 >= 0):
+        raise ValueError(f"bias_l2 must be a number >= 0 or 'cv' (chosen by out-of-fold NLL), got {bias_l2!r}; "
+                         f"use e.g. 1.0.")
     if isinstance(bias, str) and bias.endswith("fit") and not temperature:
         raise ValueError(f"bias={bias!r} is fitted jointly with the temperature; pass temperature=True.")
     if target_accuracy is not None and coverage is not None:
@@ -77,7 +79,7 @@ def resolve_bias(bias, method, bias_l2):
         bias = None if method == "decode" else AUTO_BIAS
     bias = None if bias == "none" else bias
     if bias is not None and bias.endswith("fit"):
-        return bias[:-4] or None, float(bias_l2), bias
+        return bias[:-4] or None, (bias_l2 if bias_l2 == "cv" else float(bias_l2)), bias
     return bias, None, bias
 
 
@@ -96,6 +98,65 @@ def prior_bias(prior, scores, content_free_scores=None):
     if prior == "contextual":
         return contextual_bias(content_free_scores)
     return batch_bias(scores) if prior == "batch" else None
+
+
+#: The L2 strengths ``calibrate(bias_l2="cv")`` chooses from.
+BIAS_L2_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+def choose_bias_l2(scores, y, prior, *, content_free_scores=None, grid=BIAS_L2_GRID, folds=5, seed=0) -> dict:
+    """Out-of-fold NLL of a ``prior+fit`` calibration for each L2 strength of the fitted bias.
+
+    Each fold fits the prior (``batch``: on the fold's own training rows; ``contextual``: from
+    ``content_free_scores``) and the residual bias with the temperature on the other folds, and
+    scores the negative log-likelihood of its held-out rows; folds are stratified when every
+    class has ``folds`` rows, shuffled otherwise.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n, K)
+        Raw log-scores of the calibration texts.
+    y : ndarray of int, shape (n,)
+    prior : {None, "batch", "contextual"}
+    content_free_scores : ndarray of shape (m, K), optional
+    grid : sequence of float
+    folds : int
+    seed : int
+
+    Returns
+    -------
+    dict
+        ``l2`` (lowest out-of-fold NLL; the stronger on a tie), ``grid``, ``nll`` (mean per strength).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 3, 120)
+    >>> s = np.log(np.full((120, 3), 0.2)) + 2.0 * np.eye(3)[y] + [1.0, 0.0, 0.0]
+    >>> r = choose_bias_l2(s, y, "batch")
+    >>> r["l2"] in BIAS_L2_GRID, len(r["nll"])
+    (True, 7)
+    """
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    from judge.calibration.metrics import negative_log_likelihood
+
+    scores = np.asarray(scores, np.float64)
+    y = np.asarray(y, np.int64)
+    counts = np.bincount(y)
+    k = min(folds, len(y))
+    split = (StratifiedKFold(k, shuffle=True, random_state=seed) if counts[counts > 0].min() >= k
+             else KFold(k, shuffle=True, random_state=seed))
+    grid = sorted(float(g) for g in grid)[::-1]
+    nll = np.zeros(len(grid))
+    labels = tuple(range(scores.shape[1]))
+    for tr, te in split.split(scores, y if isinstance(split, StratifiedKFold) else None):
+        b = prior_bias(prior, scores[tr], content_free_scores)
+        for j, l2 in enumerate(grid):
+            cal = Calibration.fit(labels, scores[tr], y[tr], bias=b, fit_bias=l2)
+            nll[j] += negative_log_likelihood(y[te], cal.transform(scores[te])) * len(te)
+    nll /= len(y)
+    return {"l2": grid[int(np.argmin(np.round(nll, 10)))], "grid": grid, "nll": nll.tolist()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,7 +273,7 @@ class Calibration:
                                         confidence=confidence))
         raw = softmax(scores)
         report = {
-            "n": int(len(y)), "bias": bias_method, "temperature": T, "threshold": th,
+            "n": int(len(y)), "bias": bias_method, "bias_l2": fit_bias, "temperature": T, "threshold": th,
             "accuracy_raw": float((raw.argmax(1) == y).mean()),
             "accuracy": float((proba.argmax(1) == y).mean()),
             "ece_raw": float(expected_calibration_error(y, raw)),

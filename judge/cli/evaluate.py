@@ -40,7 +40,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ev.add_argument("--calibration-limit", type=int, default=None, help="seeded stratified sample of the calibration split")
     ev.add_argument("--bias", default="auto", choices=BIAS_CHOICES,
                     help="label-bias correction fitted on the calibration split (auto: chosen on validation)")
-    ev.add_argument("--bias-l2", type=float, default=1.0, help="shrinkage of a fitted ('+fit') bias")
+    ev.add_argument("--bias-l2", type=lambda v: v if v == "cv" else float(v), default=1.0,
+                    help="shrinkage of a fitted ('+fit') bias, or cv: chosen by out-of-fold NLL")
     ev.add_argument("--rotations", type=int, default=1,
                     help="average over this many rotations of the label list (R times the cost)")
     ev.add_argument("--target-accuracy", type=float, default=None)
@@ -51,6 +52,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ev.add_argument("--batch-size", type=int, default=8)
     ev.add_argument("--include-oos", action="store_true", help="CLINC150: add the out-of-scope class")
     ev.add_argument("--granularity", choices=["coarse", "fine"], default=None, help="TREC label granularity")
+    ev.add_argument("--fit-on", default=None, help="split to fit on first (Classifier.fit), e.g. train")
+    ev.add_argument("--per-class", type=int, default=None, help="fit on a seeded draw of N texts per class")
+    ev.add_argument("--fit-method", default="head", choices=["head", "lora", "demos"])
     ev.add_argument("--out", required=True, help="output directory")
     ev.set_defaults(func=run)
     return ev
@@ -75,7 +79,7 @@ def run(args) -> int:
         bias=None if args.bias == "none" else args.bias, bias_l2=args.bias_l2, rotations=args.rotations,
         target_accuracy=args.target_accuracy, baseline=args.baseline, method=args.method,
         label_names=args.label_names, batch_size=args.batch_size, include_oos=args.include_oos,
-        granularity=args.granularity)
+        granularity=args.granularity, fit_on=args.fit_on, per_class=args.per_class, fit_method=args.fit_method)
     print_summary(metrics)
     return 0
 
@@ -105,6 +109,9 @@ def print_summary(m: dict) -> None:
     lo, hi = best["accuracy_ci"]
     rows = [("dataset", f"{m['dataset']} / {m['split']} (n={m['n']}, K={m['n_labels']})"),
             ("method", m["method"]), ("texts/s", f"{m['texts_per_s']:.2f}"),
+            *([("fit", f"{m['fit']['method']} on {m['fit']['split']}: {m['fit']['n']} texts "
+                       f"({m['fit']['per_class'] or 'all'} per class), {m['fit']['seconds']:.1f} s")]
+              if m.get("fit") else []),
             ("validity (constrained)", f"{m['validity']:.1%}"),
             ("accuracy", f"{m['accuracy']:.1%} (95% CI {lo:.1%}-{hi:.1%})"), ("macro-F1", f"{m['macro_f1']:.3f}"),
             ("baselines: majority / uniform", f"{best['majority']['accuracy']:.1%} / {best['uniform']:.1%}"),

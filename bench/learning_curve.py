@@ -1,0 +1,551 @@
+"""From zero-shot to tuned: learning curves of ``Classifier.fit`` beside the baselines a user would pick.
+
+Features are computed once and kept (bench/_fit_cache.py: exact zero-shot scores, answer-slot
+states, mean-pooled text embeddings, resumable); every figure is derived from that cache.
+
+    # 1. cache features (resumable; one torch thread; run in the background)
+    python bench/learning_curve.py cache --what scores --dkeys trec,banking77 --sels test500,validation500,pool16
+    python bench/learning_curve.py cache --what states --dkeys trec,banking77 --sels test500,validation500,train
+    # 2. choose the head's defaults on validation (16 per class), then the curves on test, once
+    python bench/learning_curve.py select --json bench/results/fit_select.json
+    python bench/learning_curve.py report --json bench/results/fit_learning_curve.json
+    # 3. adapters (LoRA) and demonstrations: measured on the sizes that fit a CPU
+    python bench/learning_curve.py lora --dkey trec --per-class 16
+    python bench/learning_curve.py demos --dkey banking77 --per-class 16 --n 100
+
+A method or point whose features are not (fully) cached is recorded as ``"not run: <reason>"``
+in the JSON and the table, with the cache command that would supply it, never left out: the
+default head (``hidden+scores``) needs the zero-shot scores of the rows it trains on (beyond the
+dataset's pool in ``POOLS`` and for the full split those are training rows: ``--what scores
+--sels train``), the embeddings
+baseline needs ``embed`` of ``pool64`` (up to 64 per class) or of ``train`` (the full split).
+
+What it deliberately does not do: look at test before the defaults are chosen on validation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))  # the bench package
+
+from bench._fit_cache import DKEYS, classifier, features, path, rows  # noqa: E402
+
+DATA = str(HERE.parent.parent / "shared" / "datasets")
+
+
+def cache(args) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    for dkey in args.dkeys.split(","):
+        clf = None
+        for sel in args.sels.split(","):
+            texts, y, labels, idx = rows(dkey, sel, args.data_dir)
+            if clf is None:
+                clf = classifier(dkey, labels, args.model)
+            for kind in args.what.split(","):
+                t0 = time.perf_counter()
+                f = features(clf, kind, texts, path(args.model_key, dkey, sel, kind), chunk=args.chunk)
+                print(f"{dkey:<10} {sel:<14} {kind:<7} {f.shape} {time.perf_counter() - t0:8.1f} s", flush=True)
+
+
+# ----------------------------------------------------------------------------- cached features
+
+def load(dkey, sel, kinds, model_key="smollm2"):
+    """Texts, gold and the cached features of a selection; a feature not (fully) cached is left out."""
+    import numpy as np
+
+    from judge.evaluation import read_checkpoint
+
+    texts, y, labels, idx = rows(dkey, sel, DATA)
+    out = {"texts": texts, "y": y, "labels": labels, "idx": idx}
+    for kind in kinds:
+        f = path(model_key, dkey, sel, kind)
+        if not f.exists():
+            continue
+        ck = read_checkpoint(f)
+        if len(ck.scores) != len(texts) or np.isnan(ck.scores).any():
+            continue  # still being computed
+        out[kind], out[kind + "_s"] = ck.scores, ck.seconds
+    return out
+
+
+def draws(y_pool, n, seeds):
+    """Distinct n-per-class draws (index arrays into the pool) for the given seeds."""
+    import numpy as np
+
+    from bench._fit_cache import per_class
+
+    seen, out = set(), []
+    for s in seeds:
+        d = per_class(y_pool, n, seed=s)
+        if tuple(d) not in seen:
+            seen.add(tuple(d))
+            out.append(np.asarray(d))
+    return out
+
+
+# ----------------------------------------------------------------------------- baselines
+
+def _cv(y, cv=5, seed=0):
+    import numpy as np
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    counts = np.bincount(y)
+    counts = counts[counts > 0]
+    k = min(cv, len(y))
+    if counts.min() >= 2:
+        return StratifiedKFold(min(k, int(counts.min())), shuffle=True, random_state=seed)
+    return KFold(k, shuffle=True, random_state=seed)
+
+
+def tfidf_lr(train_texts, y, test_texts, K):
+    """TF-IDF (1-2 grams) + logistic regression, C by cross-validation on the training texts: (n, K) proba."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    pipe = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                         LogisticRegression(max_iter=2000))
+    gs = GridSearchCV(pipe, {"logisticregression__C": [1.0, 10.0, 100.0, 1000.0]}, cv=_cv(y), scoring="accuracy",
+                      error_score=0.0).fit(list(train_texts), y)
+    return _full_proba(gs.predict_proba(list(test_texts)), gs.best_estimator_.classes_, K), gs.best_params_
+
+
+def embed_lr(Xtr, y, Xte, K):
+    """Logistic regression on mean-pooled embeddings (standardised), C by cross-validation: (n, K) proba."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    pipe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    gs = GridSearchCV(pipe, {"logisticregression__C": [0.001, 0.01, 0.1, 1.0]}, cv=_cv(y), scoring="accuracy",
+                      error_score=0.0).fit(Xtr, y)
+    return _full_proba(gs.predict_proba(Xte), gs.best_estimator_.classes_, K), gs.best_params_
+
+
+def _full_proba(p, classes, K):
+    import numpy as np
+
+    out = np.zeros((len(p), K))
+    out[:, classes] = p
+    return out
+
+
+# ----------------------------------------------------------------------------- metrics
+
+def calibrated(val_scores, y_val, test_scores):
+    """The default walk's calibration (batch prior + fitted bias + T), L2 by out-of-fold NLL on validation."""
+    from judge.calibration.state import Calibration, choose_bias_l2, prior_bias
+
+    l2 = choose_bias_l2(val_scores, y_val, "batch")["l2"]
+    cal = Calibration.fit(tuple(range(val_scores.shape[1])), val_scores, y_val,
+                          bias=prior_bias("batch", val_scores), bias_method="batch+fit", fit_bias=l2)
+    return cal.transform(test_scores), l2
+
+
+def metrics(y, probas, seconds_fit=None, seconds_per_text=None):
+    """Accuracy (mean over draws) with a bootstrap interval over test texts, ECE / floor of the first draw."""
+    import numpy as np
+
+    from judge.calibration import (
+        ece_noise_floor,
+        expected_calibration_error,
+        negative_log_likelihood,
+    )
+
+    correct = np.mean([p.argmax(1) == y for p in probas], axis=0)
+    rng = np.random.default_rng(0)
+    boots = [correct[rng.integers(0, len(y), len(y))].mean() for _ in range(1000)]
+    p0 = probas[0]
+    floor = ece_noise_floor(p0)[0]
+    ece = expected_calibration_error(y, p0)
+    return {"accuracy": float(correct.mean()), "accuracy_ci": [float(np.quantile(boots, 0.025)),
+                                                                 float(np.quantile(boots, 0.975))],
+            "draws": len(probas), "accuracy_per_draw": [float((p.argmax(1) == y).mean()) for p in probas],
+            "ece": float(ece), "ece_floor": float(floor), "ece_over_floor": float(ece / floor),
+            "nll": float(negative_log_likelihood(y, p0)), "fit_seconds": seconds_fit,
+            "predict_texts_per_s": None if not seconds_per_text else float(1.0 / seconds_per_text),
+            "n_test": int(len(y)), "accuracy_interval_note": "bootstrap over test texts of the per-text mean "
+                                                             "correctness over draws"}
+
+
+# ----------------------------------------------------------------------------- the curve
+
+SHOTS = (1, 4, 16, 64, "full")
+
+
+def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="test", features_only=None,
+          full_cv=3, log=print):
+    """Every method at every point of the learning curve of one dataset, from the cache."""
+    import numpy as np
+
+    from judge.adaptation import fit_head
+
+    te_sel = val_sel if split == "validation" else test_sel
+    te = load(dkey, te_sel, ("scores", "states", "embed"))
+    va = load(dkey, val_sel, ("scores", "states"))
+    pool = load(dkey, pool_sel, ("scores", "states", "embed"))
+    tr = load(dkey, "train", ("scores", "states", "embed"))  # scores/embed of train: used where cached
+    emb64 = load(dkey, "pool64", ("embed",))  # the embeddings baseline: the largest pool embedded
+    if "embed" not in emb64:
+        emb64 = load(dkey, "pool16", ("embed",))
+    K = len(te["labels"])
+    y_te, y_va = te["y"], va["y"]
+    out = {"dataset": dkey, "K": K, "n_test": len(y_te), "n_validation": len(y_va), "split": split,
+           "pool": pool_sel, "n_train_full": len(tr["y"]), "points": {}}
+    zs_pt = float(np.mean(te["scores_s"])) if "scores" in te else None
+    st_pt = float(np.mean(te["states_s"])) if "states" in te else None
+    sels = {"pool": pool_sel, "train": "train", "test": te_sel, "validation": val_sel}
+    if "scores" in te and "scores" in va:
+        p, l2 = calibrated(va["scores"], y_va, te["scores"])
+        out["points"]["0"] = {"zero-shot": dict(metrics(y_te, [p], 0.0, zs_pt), calibration_l2=l2)}
+        from judge._math import softmax
+
+        out["points"]["0"]["zero-shot (uncalibrated)"] = metrics(y_te, [softmax(te["scores"])], 0.0, zs_pt)
+    else:
+        why = _missing(dkey, {"test": te, "validation": va}, ("scores",), sels)
+        out["points"]["0"] = {"zero-shot": why, "zero-shot (uncalibrated)": why}
+        log(f"{dkey:<10} n=0     zero-shot        {why}")
+    emb_rows = {int(i): j for j, i in enumerate(emb64["idx"])} if "embed" in emb64 else {}
+    for n in SHOTS:
+        if n == "full":
+            sets = [("train", np.arange(len(tr["y"])))]
+        elif n <= int(pool_sel[4:]):
+            sets = [("pool", d) for d in draws(pool["y"], n, seeds)]
+        else:
+            sets = [("train", d) for d in draws(tr["y"], n, (0,))]
+        where = sets[0][0]
+        src = pool if where == "pool" else tr
+        point = {}
+        methods = ["head", "head (hidden)", "tf-idf + LR", "embeddings + LR"]
+        for m in methods:
+            if features_only and m not in features_only:
+                continue  # not asked for (select compares the two heads only)
+            why = None
+            if m.startswith("head"):
+                kinds = ("scores", "states") if m == "head" else ("states",)
+                why = _missing(dkey, {where: src, "test": te, "validation": va}, kinds, sels)
+            elif m == "embeddings + LR":
+                why = _missing(dkey, {"test": te}, ("embed",), sels)
+                if why is None and "embed" not in src and not (
+                        emb_rows and all(int(i) in emb_rows for _, d in sets for i in src["idx"][d])):
+                    sel = "train" if n == "full" else "pool64"  # pool64 holds every draw of up to 64 per class
+                    why = (f"not run: the {where} rows drawn at n={n} have no cached mean-pooled embeddings (run: "
+                           f"python bench/learning_curve.py cache --what embed --dkeys {dkey} --sels {sel})")
+            if why is not None:
+                point[m] = why
+                log(f"{dkey:<10} n={n!s:<5} {m:<16} {why}")
+                continue
+            probas, fit_s = [], []
+            for _, d in sets:
+                train_idx = src["idx"][d]
+                y_tr = src["y"][d]
+                t0 = time.perf_counter()
+                if m.startswith("head"):
+                    use_s = m == "head"
+                    head = fit_head(src["states"][d], y_tr, K, scores=src["scores"][d] if use_s else None,
+                                    cv=full_cv if len(d) > 2000 else 5)
+                    feat_s = float(src["states_s"][d].sum() + (src["scores_s"][d].sum() if use_s else 0.0))
+                    fit_s.append(time.perf_counter() - t0 + feat_s)
+                    s_va = head.log_proba(va["scores"] if use_s else None, va["states"])
+                    s_te = head.log_proba(te["scores"] if use_s else None, te["states"])
+                    # validation (select): the head's own distribution; test: calibrated on validation
+                    p = np.exp(s_te) if split == "validation" else calibrated(s_va, y_va, s_te)[0]
+                elif m == "tf-idf + LR":
+                    tx = [src["texts"][i] for i in d]
+                    p, _ = tfidf_lr(tx, y_tr, te["texts"], K)
+                    fit_s.append(time.perf_counter() - t0)
+                else:
+                    X = src["embed"][d] if "embed" in src else \
+                        emb64["embed"][[emb_rows[int(i)] for i in train_idx]]
+                    p, _ = embed_lr(X, y_tr, te["embed"], K)
+                    fit_s.append(time.perf_counter() - t0)
+                probas.append(p)
+            pt = {"head": (zs_pt or 0) + (st_pt or 0), "head (hidden)": st_pt}.get(m)
+            point[m] = metrics(y_te, probas, float(np.mean(fit_s)), pt)
+            point[m]["n_train"] = int(len(sets[0][1]))
+            log(f"{dkey:<10} n={n!s:<5} {m:<16} acc {point[m]['accuracy']:.3f} "
+                f"[{point[m]['accuracy_ci'][0]:.3f}, {point[m]['accuracy_ci'][1]:.3f}] "
+                f"ECE/floor {point[m]['ece_over_floor']:.2f} fit {np.mean(fit_s):.1f} s ({len(probas)} draws)")
+        out["points"][str(n)] = point
+    return out
+
+
+def _missing(dkey, parts, kinds, sels):
+    """None when every part has every feature kind cached, else ``"not run: <reason>"`` naming the cache command."""
+    gaps = [(name, kind) for name, part in parts.items() for kind in kinds if kind not in part]
+    if not gaps:
+        return None
+    by_sel: dict = {}
+    for name, kind in gaps:
+        by_sel.setdefault(sels[name], []).append(kind)
+    what = ", ".join(f"{'+'.join(k)} of {sel}" for sel, k in by_sel.items())
+    cmds = "; ".join(f"python bench/learning_curve.py cache --what {','.join(k)} --dkeys {dkey} --sels {sel}"
+                     for sel, k in by_sel.items())
+    return f"not run: no complete cached {what} (run: {cmds})"
+
+
+POOLS = {"banking77": ("test300", "validation300", "pool4"), "clinc150": ("test200", "validation200", "pool4"),
+         "massive": ("test200", "validation200", "pool4"), "trec": ("test500", "validation500", "pool16"),
+         "trec-fine": ("test500", "validation500", "pool16")}
+
+
+def select(args) -> None:
+    """Validation only: the head's features (with or without the zero-shot offset) at 1, 4, 16 per class."""
+    import json
+
+    import numpy as np
+
+    res, wins = {}, []
+    for dkey in args.dkeys.split(","):
+        t, v, p = POOLS[dkey]
+        r = curve(dkey, test_sel=t, val_sel=v, pool_sel=p, split="validation",
+                  features_only=("head", "head (hidden)"))
+        res[dkey] = r
+        for n in ("1", "4", "16"):
+            pt = r["points"].get(n, {})
+            if isinstance(pt.get("head"), dict) and isinstance(pt.get("head (hidden)"), dict):  # both were run
+                wins.append(pt["head"]["accuracy"] - pt["head (hidden)"]["accuracy"])
+    rule = ("default features: 'hidden+scores' if its mean validation accuracy over the datasets at 1, 4 and 16 "
+            "per class (where both exist) is at least that of 'hidden', else 'hidden' (fixed before looking)")
+    choice = "hidden+scores" if wins and np.mean(wins) >= 0 else "hidden"
+    print(f"mean validation accuracy gain of the zero-shot offset: {np.mean(wins):+.3f} over {len(wins)} points "
+          f"-> default features={choice!r}")
+    Path(args.json).write_text(json.dumps({"rule": rule, "gains": wins, "choice": choice, "curves": res}, indent=1))
+
+
+def report(args) -> None:
+    """Test, once: every method at every point, beside the baselines; JSON and a table."""
+    import json
+
+    out = {"sizes": POOLS, "seeds": [0, 1, 2, 3, 4], "datasets": {}}
+    for dkey in args.dkeys.split(","):
+        t, v, p = POOLS[dkey]
+        out["datasets"][dkey] = curve(dkey, test_sel=t, val_sel=v, pool_sel=p)
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    print(table(out))
+
+
+def table(out) -> str:
+    lines = ["| dataset | n/class | method | accuracy % [95% CI] | ECE / floor | fit s | predict texts/s |",
+             "|---|---|---|---|---|---:|---:|"]
+    for dkey, r in out["datasets"].items():
+        for n, pt in r["points"].items():
+            for m, v in pt.items():
+                if isinstance(v, str):  # "not run: <reason>"
+                    lines.append(f"| {dkey} | {n} | {m} | {v} | | | |")
+                    continue
+                lo, hi = v["accuracy_ci"]
+                tps = "-" if v["predict_texts_per_s"] is None else f"{v['predict_texts_per_s']:.2f}"
+                lines.append(f"| {dkey} | {n} | {m} | {100 * v['accuracy']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] | "
+                             f"{v['ece']:.3f} / {v['ece_floor']:.3f} = {v['ece_over_floor']:.2f} | "
+                             f"{v['fit_seconds']:.1f} | {tps} |")
+    return "\n".join(lines)
+
+
+def _merge_json(f, key, value):
+    import json
+
+    f = Path(f)
+    data = json.loads(f.read_text()) if f.exists() else {}
+    data[key] = value
+    f.write_text(json.dumps(data, indent=1))
+
+
+def _training_draw(dkey, per_class):
+    from bench._fit_cache import per_class as draw
+
+    texts, y, labels, idx = rows(dkey, "train", DATA)
+    keep = range(len(y)) if per_class == "full" else draw(y, int(per_class))
+    return [texts[i] for i in keep], [labels[y[i]] for i in keep], labels
+
+
+def lora(args) -> None:
+    """Adapters on one training draw: fit (timed), then validation and test scored by the adapted model."""
+    import torch
+
+    from judge.evaluation import score_with_checkpoint
+
+    torch.set_num_threads(args.threads)
+    t, v, _ = POOLS[args.dkey]
+    texts, ylab, labels = _training_draw(args.dkey, args.per_class)
+    clf = classifier(args.dkey, labels, args.model)
+    if args.device:
+        clf.device = args.device
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    clf.fit(texts, ylab, method="lora", rank=args.rank, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
+            callback=lambda i: print(f"  epoch {i['epoch']} step {i['step']} loss {i['loss']:.3f}", flush=True)
+            if i["step"] % 10 == 0 else None)
+    fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    tag = f"lora{args.per_class}"
+    got = {}
+    for sel in (v, t):
+        d = load(args.dkey, sel, ())
+        n = args.n_eval or len(d["texts"])
+        t1 = time.perf_counter()
+        s = score_with_checkpoint(clf, d["texts"][:n], path("smollm2", args.dkey, sel, tag + ".scores"), chunk=32)
+        got[sel] = (s, d["y"][:n], (time.perf_counter() - t1) / n)
+    p, l2 = calibrated(got[v][0], got[v][1], got[t][0])
+    res = metrics(got[t][1], [p], fit_s, got[t][2])
+    res.update(fit_cpu_seconds=fit_cpu, n_train=len(texts), report=clf.adaptation_.report, calibration_l2=l2,
+               settings={"rank": args.rank, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size},
+               accuracy_uncalibrated=float((got[t][0].argmax(1) == got[t][1]).mean()))
+    print(f"{args.dkey} lora {args.per_class}/class: acc {res['accuracy']:.3f} {res['accuracy_ci']} "
+          f"ECE/floor {res['ece_over_floor']:.2f}, fit {fit_s:.0f} s, epochs kept {res['report']['epoch_kept']}")
+    _merge_json(args.json, f"{args.dkey}/{args.per_class}", res)
+
+
+def demos(args) -> None:
+    """Demonstrations: accuracy and cost against zero-shot on the same texts (both calibrated on validation)."""
+    import torch
+
+    from judge.evaluation import score_with_checkpoint
+
+    torch.set_num_threads(args.threads)
+    t, v, p = POOLS[args.dkey]
+    pool = load(args.dkey, p, ("states",))
+    why = _missing(args.dkey, {"pool": pool}, ("states",), {"pool": p}) or \
+        _missing(args.dkey, {"validation": load(args.dkey, v, ("scores",)), "test": load(args.dkey, t, ("scores",))},
+                 ("scores",), {"validation": v, "test": t})
+    if why:  # the demonstrations' states and the zero-shot comparison come from the cache
+        raise SystemExit(f"{args.dkey} demos: {why}")
+    keep = draws(pool["y"], args.per_class, (0,))[0]
+    labels = pool["labels"]
+    clf = classifier(args.dkey, labels)
+    clf.fit([pool["texts"][i] for i in keep], [labels[pool["y"][i]] for i in keep], method="demos", k=args.k,
+            states=pool["states"][keep])
+    zero = classifier(args.dkey, labels)
+    got = {}
+    for sel, n in ((v, args.n_val), (t, args.n_test)):
+        d = load(args.dkey, sel, ("scores",))
+        t1 = time.perf_counter()
+        s = score_with_checkpoint(clf, d["texts"][:n], path("smollm2", args.dkey, sel, f"demos{args.k}x{args.per_class}.scores"),
+                                  chunk=16)
+        got[sel] = (s, d["scores"][:n], d["y"][:n], (time.perf_counter() - t1) / n)
+    # cost on the same 16 texts, one after the other (the ratio is what survives a busy machine)
+    few = load(args.dkey, t, ())["texts"][:16]
+    t1 = time.perf_counter()
+    zero.decision_function(few)
+    zs = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    clf.decision_function(few)
+    ds = time.perf_counter() - t1
+    p_d, _ = calibrated(got[v][0], got[v][2], got[t][0])
+    p_z, _ = calibrated(got[v][1], got[v][2], got[t][1])
+    y = got[t][2]
+    res = {"demos": metrics(y, [p_d], None, ds / 16), "zero-shot": metrics(y, [p_z], None, zs / 16),
+           "cost_ratio": ds / zs, "k": args.k, "per_class": args.per_class, "n_val": int(len(got[v][2])),
+           "n_test": int(len(y))}
+    print(f"{args.dkey} demos k={args.k} from {args.per_class}/class: acc {res['demos']['accuracy']:.3f} vs zero-shot "
+          f"{res['zero-shot']['accuracy']:.3f} on the same {len(y)} texts; cost x{res['cost_ratio']:.1f}")
+    _merge_json(args.json, f"{args.dkey}/k{args.k}/{args.per_class}", res)
+
+
+def timing(args) -> None:
+    """CPU seconds (one thread; what a busy shared machine does not distort much) of each stage of a fit.
+
+    Features per text on ``--n`` training texts (answer-slot states; exact zero-shot scores on a quarter of
+    them), and the head's fit on the full training split's cached states (cross-validated, ``--cv`` folds).
+    """
+    import json
+
+    import numpy as np
+    import torch
+
+    from judge.adaptation import answer_states, fit_head
+
+    torch.set_num_threads(1)
+    texts, y, labels, idx = rows(args.dkey, "train", DATA)
+    clf = classifier(args.dkey, labels).setup()
+    sample = [texts[i] for i in np.random.default_rng(0).permutation(len(texts))[: args.n]]
+    answer_states(clf, sample[:8])
+    t0, w0 = time.process_time(), time.perf_counter()
+    answer_states(clf, sample)
+    states_cpu, states_wall = (time.process_time() - t0) / len(sample), (time.perf_counter() - w0) / len(sample)
+    few = sample[: max(8, args.n // 4)]
+    t0, w0 = time.process_time(), time.perf_counter()
+    clf.decision_function(few)
+    exact_cpu, exact_wall = (time.process_time() - t0) / len(few), (time.perf_counter() - w0) / len(few)
+    tr = load(args.dkey, "train", ("states",))
+    out = {"dataset": args.dkey, "n_train": len(tr["y"]), "states_cpu_s_per_text": states_cpu,
+           "states_wall_s_per_text": states_wall, "exact_cpu_s_per_text": exact_cpu,
+           "exact_wall_s_per_text": exact_wall, "n_timed_states": len(sample), "n_timed_exact": len(few)}
+    if "states" in tr:
+        t0, w0 = time.process_time(), time.perf_counter()
+        head = fit_head(tr["states"], tr["y"], len(labels), cv=args.cv)
+        out.update(head_fit_cpu_s=time.process_time() - t0, head_fit_wall_s=time.perf_counter() - w0,
+                   head_l2=head.l2, cv=args.cv, states_cache_wall_s=float(tr["states_s"].sum()))
+        total = out["states_cpu_s_per_text"] * len(tr["y"]) + out["head_fit_cpu_s"]
+        out["fit_hidden_cpu_s_total"] = total
+        out["fit_hidden_plus_scores_cpu_s_total"] = total + exact_cpu * len(tr["y"])
+        print(f"{args.dkey}: full-split fit, one core: states {states_cpu:.3f} CPU-s/text x {len(tr['y'])} + head "
+              f"{out['head_fit_cpu_s']:.0f} CPU-s = {total / 60:.1f} CPU-min (features='hidden'); with the exact "
+              f"zero-shot scores ({exact_cpu:.2f} CPU-s/text) {out['fit_hidden_plus_scores_cpu_s_total'] / 60:.1f} CPU-min")
+    print(json.dumps(out, indent=1))
+    _merge_json(args.json, args.dkey, out)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data-dir", default=DATA)
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("cache", help="compute and keep features (resumable)")
+    c.add_argument("--what", default="scores", help="scores, states, embed (comma-separated)")
+    c.add_argument("--dkeys", default=",".join(DKEYS))
+    c.add_argument("--sels", default="test500,validation500")
+    c.add_argument("--model", default=None)
+    c.add_argument("--model-key", default="smollm2")
+    c.add_argument("--chunk", type=int, default=64)
+    c.add_argument("--threads", type=int, default=1)
+    c.set_defaults(func=cache)
+    se = sub.add_parser("select", help="validation only: the head's default features")
+    se.add_argument("--dkeys", default=",".join(DKEYS))
+    se.add_argument("--json", default=str(HERE / "results" / "fit_select.json"))
+    se.set_defaults(func=select)
+    rp = sub.add_parser("report", help="test once: the learning curves beside the baselines")
+    rp.add_argument("--dkeys", default=",".join(DKEYS))
+    rp.add_argument("--json", default=str(HERE / "results" / "fit_learning_curve.json"))
+    rp.set_defaults(func=report)
+    lo = sub.add_parser("lora", help="LoRA adapters on one training draw (CPU: small draws; GPU: --device cuda)")
+    lo.add_argument("--dkey", required=True)
+    lo.add_argument("--per-class", default="16", help="N per class, or full")
+    lo.add_argument("--rank", type=int, default=8)
+    lo.add_argument("--epochs", type=int, default=3)
+    lo.add_argument("--lr", type=float, default=5e-4)
+    lo.add_argument("--batch-size", type=int, default=8)
+    lo.add_argument("--n-eval", type=int, default=None, help="first N validation and test rows only")
+    lo.add_argument("--device", default=None)
+    lo.add_argument("--model", default=None)
+    lo.add_argument("--threads", type=int, default=1)
+    lo.add_argument("--json", default=str(HERE / "results" / "fit_lora.json"))
+    lo.set_defaults(func=lora)
+    de = sub.add_parser("demos", help="k nearest training texts in the prompt: accuracy and cost")
+    de.add_argument("--dkey", required=True)
+    de.add_argument("--per-class", type=int, default=4)
+    de.add_argument("--k", type=int, default=4)
+    de.add_argument("--n-val", type=int, default=100)
+    de.add_argument("--n-test", type=int, default=100)
+    de.add_argument("--threads", type=int, default=1)
+    de.add_argument("--json", default=str(HERE / "results" / "fit_demos.json"))
+    de.set_defaults(func=demos)
+    ti = sub.add_parser("timing", help="CPU seconds of each stage of a fit on the full training split")
+    ti.add_argument("--dkey", default="banking77")
+    ti.add_argument("--n", type=int, default=256)
+    ti.add_argument("--cv", type=int, default=3)
+    ti.add_argument("--json", default=str(HERE / "results" / "fit_timing.json"))
+    ti.set_defaults(func=timing)
+    args = p.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""From zero-shot to tuned: what ``Classifier.fit`` learns from labelled texts.
+
+In the order data flows:
+
+* :mod:`~judge.adaptation.features` — features of the frozen model: the hidden state at the answer
+  slot (:func:`answer_states`), mean-pooled text embeddings (:func:`text_embeddings`, the baseline's).
+* :mod:`~judge.adaptation.head` — :class:`LinearHead`: multinomial logistic regression on the
+  states with the exact zero-shot scores as its offset (0 examples = zero-shot), L2 by
+  cross-validation (:func:`fit_head`).
+* :mod:`~judge.adaptation.lora` — :class:`LoraAdapter`: LoRA adapters (``peft``, the ``adapt``
+  extra) trained on the exact label log-likelihood the engine scores, normalised over the K labels
+  (``Engine.logprob_tensors``), early-stopped on held-out texts; scored by the engine on the merged
+  model, so exactness holds.
+* :mod:`~judge.adaptation.demos` — :class:`Demonstrations`: the k nearest training texts,
+  answered, written into each prompt.
+* :mod:`~judge.adaptation.fit` — :func:`fit_adaptation`: validation first, then features and fit.
+
+Each fitted state has ``kind``, ``decision_function(clf, texts, base_scores)``, ``config()`` and
+``arrays()`` (saved by :mod:`judge.persistence`); :func:`from_saved` rebuilds one.
+
+What it deliberately does not do: calibrate (``Classifier.calibrate`` does, afterwards, on texts
+the fit never saw) or score labels itself (the engine does).
+
+Examples
+--------
+>>> from judge import Classifier
+>>> from judge.testing import tiny_pair
+>>> model, tok = tiny_pair()
+>>> clf = Classifier(["yes", "no"], model, tokenizer=tok)
+>>> answer_states(clf, ["Is it?"]).shape
+(1, 64)
+"""
+
+from judge.adaptation.demos import Demonstrations, fit_demos
+from judge.adaptation.features import answer_states, states_of_prompts, text_embeddings
+from judge.adaptation.fit import METHODS, OPTIONS, check_fit_args, fit_adaptation, per_class_indices
+from judge.adaptation.head import L2_GRID, LinearHead, check_features, choose_l2, fit_head
+from judge.adaptation.lora import LoraAdapter, train_lora
+from judge.adaptation.saved import from_saved
+
+__all__ = ["L2_GRID", "METHODS", "OPTIONS", "Demonstrations", "LinearHead", "LoraAdapter", "answer_states",
+           "check_features", "check_fit_args", "choose_l2", "fit_adaptation", "fit_demos", "fit_head",
+           "from_saved", "per_class_indices", "states_of_prompts", "text_embeddings", "train_lora"]

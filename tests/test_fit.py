@@ -1,0 +1,316 @@
+"""Classifier.fit: zero examples = zero-shot, a planted signal is learned, save/load bit for bit,
+adapters keep exactness against the reference, bad input fails before any training, an
+interrupted fit leaves the classifier as it was. Tiny models only (CI)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from judge import Classifier
+from judge.adaptation import LinearHead, answer_states, fit_head
+from judge.testing import classifier_reference, tiny_pair
+
+LABELS = ["card arrival", "exchange rate", "pin blocked"]
+TEXTS = ["where is my card", "rate for euros", "my pin is locked", "card still not here",
+         "dollar to pound rate", "pin blocked again", "has my card shipped", "exchange fee today",
+         "cannot use my pin"]
+Y = [LABELS[i % 3] for i in range(len(TEXTS))]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair()
+
+
+def clf_of(pair, **kw):
+    model, tok = pair
+    return Classifier(LABELS, model, tokenizer=tok, method="exact", **kw)
+
+
+def test_head_at_its_start_is_zero_shot_bit_for_bit(pair):
+    clf = clf_of(pair)
+    zero = clf.decision_function(TEXTS)
+    d = answer_states(clf, TEXTS[:1]).shape[1]
+    start = LinearHead(np.zeros((3, d)), np.zeros(3), 1.0, np.zeros(d), np.ones(d), 1.0)  # a=1, b=0, W=0
+    object.__setattr__(clf, "adaptation_", start)
+    got = clf.predict_proba(TEXTS)
+    expected = np.exp(zero - np.log(np.exp(zero).sum(1, keepdims=True)))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert list(clf.predict(TEXTS)) == list(clf.classes_[zero.argmax(1)])
+
+
+def test_fit_with_overwhelming_penalty_stays_at_zero_shot(pair):
+    clf = clf_of(pair)
+    zero = clf.predict(TEXTS)
+    clf.fit(TEXTS, Y, l2=1e12)
+    assert clf.adaptation_.kind == "head" and np.abs(clf.adaptation_.weights).max() < 1e-6
+    assert list(clf.predict(TEXTS)) == list(zero)
+
+
+def test_planted_signal_is_learned():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 12)
+    H = rng.normal(size=(48, 16))
+    H[:, :4] += 3.0 * np.eye(4)[y]
+    wrong = np.log(np.full((48, 4), 0.1))
+    wrong[:, 0] = np.log(0.7)  # the zero-shot prior insists on class 0
+    head = fit_head(H, y, 4, scores=wrong, cv=2, grid=(0.1, 10.0, 1000.0))
+    Ht = rng.normal(size=(40, 16))
+    yt = np.arange(40) % 4
+    Ht[:, :4] += 3.0 * np.eye(4)[yt]
+    acc = (head.log_proba(np.repeat(wrong[:1], 40, 0), Ht).argmax(1) == yt).mean()
+    assert acc >= 0.9, acc
+    assert head.report["cv"]["l2"] in head.report["cv"]["grid"]
+
+
+def test_fit_keeps_classes_and_works_with_calibrate_and_cascade(pair):
+    from judge import Cascade
+
+    clf = clf_of(pair)
+    assert clf.fit(TEXTS, Y, l2=1.0) is clf
+    assert list(clf.classes_) == LABELS
+    p = clf.predict_proba(TEXTS[:2])
+    assert p.shape == (2, 3) and np.allclose(p.sum(1), 1)
+    clf.calibrate(TEXTS, Y, coverage=0.5)
+    assert clf.is_calibrated and clf.adaptation_ is not None
+    out = Cascade(clf, lambda texts: np.array([LABELS[0]] * len(texts), dtype=object)).predict(TEXTS[:3])
+    assert len(out) == 3
+
+
+def test_fit_drops_an_earlier_calibration_with_a_warning(pair):
+    clf = clf_of(pair).calibrate(TEXTS, Y)
+    with pytest.warns(UserWarning, match="fit\\(\\) drops the calibration"):
+        clf.fit(TEXTS, Y, l2=1.0)
+    assert clf.calibration_ is None
+
+
+@pytest.mark.parametrize("features", ["hidden+scores", "hidden"])
+def test_fit_save_load_round_trips_bit_for_bit(pair, tmp_path, features):
+    model, tok = pair
+    clf = clf_of(pair).fit(TEXTS, Y, features=features, l2=1.0).calibrate(TEXTS, Y)
+    before = clf.predict_proba(TEXTS)
+    clf.save(tmp_path, model_ref="tiny")
+    back = Classifier.load(tmp_path, model=model, tokenizer=tok)
+    assert back.adaptation_.kind == "head"
+    for k, v in clf.adaptation_.arrays().items():
+        assert np.array_equal(v, back.adaptation_.arrays()[k])
+    assert np.array_equal(before, back.predict_proba(TEXTS))
+    assert back.fingerprint() == clf.fingerprint() != clf_of(pair).fingerprint()
+
+
+def test_demos_write_examples_into_the_prompt_and_round_trip(pair, tmp_path):
+    model, tok = pair
+    clf = clf_of(pair).fit(TEXTS, Y, method="demos", k=2)
+    s = clf.decision_function(["card?"])
+    assert s.shape == (1, 3) and np.isfinite(s).all()
+    clf.save(tmp_path, model_ref="tiny")
+    back = Classifier.load(tmp_path, model=model, tokenizer=tok)
+    assert np.array_equal(s, back.decision_function(["card?"]))
+
+
+def test_lora_adapters_keep_exactness_and_round_trip(pair, tmp_path):
+    from judge.adaptation import LoraAdapter
+
+    model, tok = pair
+    rng = np.random.default_rng(0)
+    mats = {}
+    for layer in range(2):
+        for proj, out in (("q_proj", 64), ("v_proj", 32)):
+            name = f"model.layers.{layer}.self_attn.{proj}"
+            mats[name + ".lora_A"] = rng.normal(0, 0.3, (2, 64)).astype(np.float32)
+            mats[name + ".lora_B"] = rng.normal(0, 0.3, (out, 2)).astype(np.float32)
+    clf = clf_of(pair)
+    zero = clf.decision_function(TEXTS[:3])
+    object.__setattr__(clf, "adaptation_", LoraAdapter(2, 4.0, ("q_proj", "v_proj"), mats))
+    inner = clf.adaptation_.classifier(clf)
+    got = clf.decision_function(TEXTS[:3])
+    assert inner.model is not model and inner.engine_ is not clf.engine_
+    assert np.abs(got - zero).max() > 1e-3  # the adapters change the scores
+    for i, t in enumerate(TEXTS[:3]):  # the engine on the adapted model vs the independent brute force
+        np.testing.assert_allclose(got[i], classifier_reference(inner, t), atol=2e-4)
+    clf.save(tmp_path, model_ref="tiny")
+    back = Classifier.load(tmp_path, model=model, tokenizer=tok)
+    assert np.array_equal(got, back.decision_function(TEXTS[:3]))
+
+
+def test_lora_training_leaves_the_callers_model_alone(pair):
+    pytest.importorskip("peft")
+    model, _ = pair
+    w0 = model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    clf = clf_of(pair).fit(TEXTS, Y, method="lora", rank=2, epochs=1, lr=5e-2, batch_size=4)
+    r = clf.adaptation_.report
+    assert r["epochs_run"] == 1 and r["n_train"] + r["n_heldout"] == len(TEXTS) and len(r["heldout_nll"]) == 2
+    assert r["epoch_kept"] == int(np.argmin(r["heldout_nll"]))
+    assert np.array_equal(w0, model.model.layers[0].self_attn.q_proj.weight.detach())
+    assert clf.predict_proba(TEXTS[:2]).shape == (2, 3)
+
+
+@pytest.mark.parametrize("texts, y, opts, err, match", [
+    (TEXTS[:2], ["card arrival", "nope"], {}, ValueError, "not labels of this classifier"),
+    (TEXTS[:2], ["card arrival"] * 2, {}, ValueError, "at least 2 classes"),
+    ([], [], {}, ValueError, "got none"),
+    (TEXTS[:3], Y[:2], {}, ValueError, "differ in length"),
+    (TEXTS[:2], Y[:2], {"scores": np.array([[0.0, np.nan, 0.0], [0.0, 0.0, 0.0]])}, ValueError, "NaN or infinite"),
+    (TEXTS[:2], Y[:2], {"states": np.full((2, 64), np.inf)}, ValueError, "NaN or infinite"),
+    (TEXTS[:2], Y[:2], {"method": "forest"}, ValueError, "Unknown fit method"),
+    (TEXTS[:2], Y[:2], {"features": "words"}, ValueError, "Unknown features"),
+    (TEXTS[:2], Y[:2], {"rank": 4}, TypeError, "unknown option"),
+    (TEXTS[:2], Y[:2], {"l2": -1.0}, ValueError, "l2 must be"),
+    (TEXTS[:4], Y[:4], {"method": "lora", "validation_fraction": 1.5}, ValueError, "validation_fraction"),
+    (TEXTS[:2], Y[:2], {"method": "lora"}, ValueError, "at least 4 labelled texts"),
+    (TEXTS[:4], Y[:4], {"method": "lora", "target_modules": ("nope",)}, ValueError, "not modules of this model"),
+    (["ok", " "], Y[:2], {}, ValueError, "empty or only whitespace"),
+])
+def test_bad_input_fails_before_any_training(pair, monkeypatch, texts, y, opts, err, match):
+    import judge.adaptation.features as features
+    import judge.adaptation.head as head
+    from judge.engine import Engine
+
+    clf = clf_of(pair)
+    work = []  # any scoring of the texts, any training step
+    monkeypatch.setattr(head, "fit_head", lambda *a, **k: work.append("fit_head"))
+    monkeypatch.setattr(features, "answer_states", lambda *a, **k: work.append("states"))
+    monkeypatch.setattr(Engine, "logprob_tensors", lambda *a, **k: work.append("lora step"))
+    monkeypatch.setattr(Engine, "score_items", lambda *a, **k: work.append("scores"))
+    with pytest.raises(err, match=match):
+        clf.fit(texts, y, **opts)
+    assert not work and clf.adaptation_ is None
+
+
+@pytest.mark.parametrize("method, opts", [("head", {"cv": 2}), ("lora", {"rank": 2, "epochs": 1, "batch_size": 3})])
+def test_interrupted_fit_leaves_the_classifier_as_it_was(pair, method, opts):
+    if method == "lora":
+        pytest.importorskip("peft")
+    model, _ = pair
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)  # an earlier head, and a calibration on top
+    clf.calibrate(TEXTS, Y)
+    before, head0, cal0 = clf.decision_function(TEXTS), clf.adaptation_, clf.calibration_
+    w0 = model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    calls = []
+
+    def stop(info):
+        calls.append(info)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        clf.fit(TEXTS, Y, method=method, callback=stop, **opts)
+    assert clf.adaptation_ is head0 and clf.calibration_ is cal0
+    assert np.array_equal(before, clf.decision_function(TEXTS))
+    assert np.array_equal(w0, model.model.layers[0].self_attn.q_proj.weight.detach())
+
+
+def test_changing_the_labels_after_fit_drops_the_head(pair):
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)
+    with pytest.warns(UserWarning, match="after fit\\(\\) drops the head"):
+        clf.labels = LABELS[::-1]
+    assert clf.adaptation_ is None
+
+
+def test_load_refuses_a_head_for_another_label_set(pair, tmp_path):
+    import json
+
+    model, tok = pair
+    clf_of(pair).fit(TEXTS, Y, l2=1.0).save(tmp_path, model_ref="tiny")
+    cfg = json.loads((tmp_path / "classifier.json").read_text())
+    cfg["adaptation"]["kind"] = "forest"
+    (tmp_path / "classifier.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="valid kinds are"):
+        Classifier.load(tmp_path, model=model, tokenizer=tok)
+
+
+def test_evaluate_fits_on_train_then_calibrates_on_validation(tiny_dir, datasets_dir, tmp_path, capsys):
+    import json
+
+    from judge.cli import main
+
+    out = tmp_path / "ev"
+    args = ["evaluate", "trec", "--model", tiny_dir, "--data-dir", str(datasets_dir), "--limit", "12",
+            "--fit-on", "train", "--per-class", "1", "--calibrate-on", "validation", "--calibration-limit", "12",
+            "--bias-l2", "cv", "--out", str(out)]
+    assert main(args) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["fit"]["n"] == 6 and m["fit"]["method"] == "head" and m["calibrated"]["accuracy"] >= 0
+    assert "fit" in capsys.readouterr().out
+    back = Classifier.load(out / "classifier")
+    assert back.adaptation_.kind == "head" and back.calibration_.report["bias_l2"] in (0.1, 0.3, 1.0, 3.0, 10.0,
+                                                                                        30.0, 100.0)
+    with pytest.raises(ValueError, match="three different splits"):
+        main(args[:-6] + ["--calibrate-on", "train", "--out", str(out)])
+
+
+def test_answer_states_use_the_classifiers_batch_settings(pair, monkeypatch):
+    import judge.adaptation.features as features
+
+    seen = []
+    real = features.states_of_prompts
+    monkeypatch.setattr(features, "states_of_prompts", lambda *a, **k: seen.append(k["batch_size"]) or real(*a, **k))
+    batched = answer_states(clf_of(pair, batch_size=3), TEXTS)
+    alone = answer_states(clf_of(pair, batch_size=3, batch_invariant=True), TEXTS)
+    assert seen == [3, 1]
+    np.testing.assert_allclose(batched, alone, atol=1e-4)
+    one_by_one = np.concatenate([answer_states(clf_of(pair, batch_invariant=True), [t]) for t in TEXTS])
+    assert np.array_equal(alone, one_by_one)  # one text per pass: the batch's other texts change nothing
+
+
+@pytest.mark.parametrize("method", ["head", "demos", "lora"])
+@pytest.mark.parametrize("kw, match", [({"think": True, "think_tokens": 4}, "think=True"),
+                                       ({"rotations": 2}, "rotations=2 averages")])
+def test_fit_refuses_prompts_it_does_not_learn_from(pair, monkeypatch, method, kw, match):
+    from judge.engine import Engine
+    from judge.prompts import PromptTemplate
+
+    model, tok = pair
+    clf = Classifier(LABELS, model, tokenizer=tok, method="exact", prompt=PromptTemplate(chat=False), **kw)
+    work = []
+    monkeypatch.setattr(Engine, "score_items", lambda *a, **k: work.append("scores"))
+    monkeypatch.setattr(Engine, "logprob_tensors", lambda *a, **k: work.append("lora step"))
+    with pytest.raises(ValueError, match=match):
+        clf.fit(TEXTS, Y, method=method)
+    assert not work and clf.adaptation_ is None
+
+
+def test_fingerprint_ignores_the_fit_report_but_not_the_weights(pair):
+    from dataclasses import replace
+
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)
+    head = clf.adaptation_
+    before = clf.fingerprint()
+    object.__setattr__(clf, "adaptation_", replace(head, report=dict(head.report, seconds=head.report["seconds"] + 9)))
+    assert clf.fingerprint() == before  # a refit that learned the same reuses checkpoints
+    object.__setattr__(clf, "adaptation_", replace(head, bias=head.bias + 1e-3))
+    assert clf.fingerprint() != before
+
+
+def test_lora_merged_copy_follows_settings_changed_after_fit(pair):
+    from judge.adaptation import LoraAdapter
+
+    rng = np.random.default_rng(1)
+    mats = {"model.layers.0.self_attn.q_proj.lora_A": rng.normal(0, 0.3, (2, 64)).astype(np.float32),
+            "model.layers.0.self_attn.q_proj.lora_B": rng.normal(0, 0.3, (64, 2)).astype(np.float32)}
+    clf = clf_of(pair)
+    ad = LoraAdapter(2, 4.0, ("q_proj",), mats)
+    object.__setattr__(clf, "adaptation_", ad)
+    first = ad.classifier(clf)
+    scores = clf.decision_function(TEXTS[:3])
+    assert ad.classifier(clf) is first  # cached while nothing changes
+    clf.device = "cpu"  # kept by fit (the adapters stay); the merged copy must follow it
+    clf.batch_invariant = True
+    again = ad.classifier(clf)
+    assert clf.adaptation_ is ad and again is not first
+    assert again.device == "cpu" and again.batch_invariant and ad.classifier(clf) is again
+    np.testing.assert_allclose(clf.decision_function(TEXTS[:3]), scores, atol=1e-5)
+
+
+def test_load_names_what_fit_learned_when_its_labels_were_edited(pair, tmp_path):
+    import json
+
+    model, tok = pair
+    clf_of(pair).fit(TEXTS, Y, l2=1.0).save(tmp_path, model_ref="tiny")
+    cfg = json.loads((tmp_path / "classifier.json").read_text())
+    cfg["labels"] = cfg["labels"][::-1]
+    (tmp_path / "classifier.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"what fit\(\) learned .* was fitted for the labels") as err:
+        Classifier.load(tmp_path, model=model, tokenizer=tok)
+    assert "calibrat" not in str(err.value)
