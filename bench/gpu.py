@@ -1,6 +1,18 @@
-"""GPU check of the engine: exactness in bfloat16 and throughput at batch 1 / 8 / 64.
+"""GPU check of the engine: exactness in bfloat16 and throughput at batch 1 / 8 / 64; and the vLLM backend.
 
     python bench/gpu.py [--model smollm2-135m-instruct] [--n 256] [--json bench/results/gpu.json]
+    .venv-vllm/bin/python bench/gpu.py --vllm [--ks 1000,10000] [--batches 1,8,64,256] [--json ...]
+
+``--vllm`` (run it with the vLLM environment's python, ``scripts/setup_vllm.sh [--cuda]``) measures
+the vLLM backend instead: constrained generation in requests/s with this package's logits processor
+(``judge.backends.vllm``) against vLLM's built-in ``choice`` (its default structured-output
+backend, which picks xgrammar for a choice list; the one used is recorded), at K labels (tool names)
+and batch B (B requests per ``LLM.generate`` call, greedy, Banking77 texts as prompts), with each
+one's first-call compile time and the share of outputs that are exactly a label; then label scoring
+in texts/s (Banking77, 77 labels, exact) of ``Classifier(backend="vllm")`` (on the same vLLM
+engine: one per process, as a GPU holds one) against the transformers engine in the same
+process (its ``path_`` is recorded: the main environment's engine, measured by the plain run
+above, is the reference). ``--cpu`` runs it without CUDA (small sizes; CPU figures).
 
 Runs as is on a CUDA machine (exits with a message where there is none). Exactness: the
 tree pass in bfloat16 against a same-dtype brute force (each label after the rendered
@@ -36,12 +48,21 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--n-exact", type=int, default=8)
     ap.add_argument("--json")
+    ap.add_argument("--vllm", action="store_true", help="measure the vLLM backend (run with .venv-vllm/bin/python)")
+    ap.add_argument("--ks", default="1000,10000", help="--vllm: label-set sizes")
+    ap.add_argument("--batches", default="1,8,64,256", help="--vllm: requests per generate() call")
+    ap.add_argument("--cpu", action="store_true", help="--vllm: run without CUDA (CPU figures)")
     args = ap.parse_args(argv)
     import torch
 
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() and not (args.vllm and args.cpu):
         print("bench/gpu.py: no CUDA device here; run it on a machine with a GPU.")
         return 0
+    if args.vllm:
+        # a private module (leading _): test_bench_scripts runs --help of the public scripts only
+        from bench._vllm_bench import run_vllm
+
+        return run_vllm(args)
     from judge import Classifier
     from judge import datasets as ds
     from judge.models import load_model
