@@ -186,7 +186,7 @@ def _bare(clf, texts, batch_size):
     kv = [(layer.keys, layer.values) for layer in cache0.layers]
     prompts = [clf.prompt_ids(t) for t in texts]
     trie = OptionTrie(clf.scored_token_ids_)
-    internal = [int(trie.token[n]) for n in range(1, len(trie.parent)) if trie.children[n]]
+    internal = [int(trie.token[n]) for n in range(1, len(trie)) if len(trie.children(n))]
     n_read = 1 + len(internal)
     gqa = native_gqa(model.device)  # the engine's kernel choice, for a fair bare pass
     t0 = time.perf_counter()

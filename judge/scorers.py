@@ -10,9 +10,11 @@ surfaces and token sequences, the chosen path. The paths:
   constrained decoder commits to at its first step), renormalised over the labels by the
   caller; not the labels' sequence likelihood. ``auto`` picks it only when every label is a
   single token, where it equals ``exact``.
-* bounded (``predict``) — the exact path's argmax (or a distribution within a tolerance),
-  expanding only the label-trie subtrees a prefix bound cannot rule out.
-* ``decode`` — beam search through the label automaton for huge label sets.
+* ``search`` (and ``predict`` on the exact path) — the certified argmax of full exact scoring
+  (or a distribution within a tolerance), expanding only the label-trie subtrees a prefix bound
+  cannot rule out: ``auto`` above ``decode_above`` labels.
+* ``decode`` — beam search through the label automaton (it can miss the argmax).
+* a shortlist — retrieval keeps M labels per text, scored exactly (:func:`score_shortlist`).
 
 The functions below take a ``CompiledLabels``:
 
@@ -42,7 +44,8 @@ import numpy as np
 from judge.engine.protocol import Item
 from judge.prompts import DEFAULT_PROMPT, PromptTemplate, label_names_for
 
-__all__ = ["CompiledLabels", "compile_labels", "prompt_items", "think", "score_exact", "score_decode", "score_bounded_texts",
+__all__ = ["CompiledLabels", "compile_labels", "prompt_items", "think", "score_exact", "score_decode", "search_texts", "score_shortlist",
+           "zero_shot_scores", "shortlist_of",
            "generate_unconstrained", "THINK_CUE"]
 
 THINK_CUE = "\n\nFinal answer:\n"
@@ -91,6 +94,7 @@ class CompiledLabels:
     automaton: object = None
     option_trie: object = None
     rotated: list = None  # the same labels under the other list rotations (Classifier(rotations=R))
+    shortlist: object = None  # judge.retrieval.Shortlist, built on first use (Classifier(shortlist=M))
 
     def pieces(self, text: str, extra=()):
         return [(self.prefix, False), (text, True), (self.tail, False), *extra]
@@ -306,13 +310,18 @@ def generate_unconstrained(clf, texts, *, max_new_tokens=None, batch_size=8) -> 
     return out
 
 
-def score_bounded_texts(c: CompiledLabels, texts, cal, mode, eps, *, batch_size=8):
-    """Bounded scoring (``Engine.score_bounded``) where it applies, else None: (n, K) with NaN where unexpanded.
+def search_texts(c: CompiledLabels, texts, cal, mode, eps, *, budget=None, batch_size=8):
+    """Certified search (``Engine.search``) where it applies, else None.
 
-    ``mode="argmax"``: the labels expanded prove the argmax of full scoring (after the
-    calibration ``cal``'s bias and temperature, when given); ``"tolerance"``: within total
-    variation ``eps``. None on paths where the bound does not apply (first-token, decode,
-    think, rotations, the fallback, options that are not prefix-free).
+    ``mode="argmax"``: the labels expanded prove the argmax of full exact scoring (after the
+    calibration ``cal``'s bias and temperature, when given); ``"tolerance"``: a distribution
+    within total variation ``eps``. None on paths where the bound does not apply (first-token,
+    decode, think, rotations, the fallback, options that are not prefix-free).
+
+    Returns
+    -------
+    judge.engine.SearchResult or None
+        ``.dense(K)``: (n, K) exact log-probabilities where expanded, NaN elsewhere.
 
     Examples
     --------
@@ -320,24 +329,63 @@ def score_bounded_texts(c: CompiledLabels, texts, cal, mode, eps, *, batch_size=
     >>> from judge.testing import tiny_pair
     >>> model, tok = tiny_pair()
     >>> c = Classifier(["card_arrival", "exchange_rate", "pin_blocked"], model, tokenizer=tok, method="exact").compiled_
-    >>> s = score_bounded_texts(c, ["Where is my card?"], None, "argmax", 0.0)
-    >>> s.shape, bool(np.isfinite(s).any())
+    >>> res = search_texts(c, ["Where is my card?"], None, "argmax", 0.0)
+    >>> res.dense(3).shape, bool(res.certified[0])
     ((1, 3), True)
     """
     from judge.engine.options import OptionTrie
 
-    if c.method != "exact" or c.think or c.rotated or c.engine.path_ != "tree" or not texts:
+    if c.method not in ("exact", "search") or c.think or c.rotated or c.engine.path_ != "tree" or not texts:
         return None
     if c.option_trie is None:
         c.option_trie = OptionTrie(c.label_seqs)
     if not c.option_trie.prefix_free:
         return None
     items = prompt_items(c, texts)
-    scores, _ = c.engine.score_bounded(
-        items, c.option_trie, root=c.root_ids,
-        bias=None if cal is None else cal.bias, temperature=None if cal is None else cal.temperature,
-        mode=mode, eps=eps, batch_size=batch_size)
-    return scores
+    res = c.engine.search(items, c.option_trie, root=c.root_ids,
+                          bias=None if cal is None else cal.bias,
+                          temperature=None if cal is None else cal.temperature,
+                          mode=mode, eps=eps, budget=budget, batch_size=batch_size)
+    open_rows = int((~res.certified).sum())
+    if open_rows:
+        what = "argmax" if mode == "argmax" else f"tolerance {eps}"
+        warnings.warn(
+            f"{open_rows} of {len(texts)} answers are not certified: the search for the {what} spent its "
+            f"budget of {budget} tokens per text first; they are the best labels found "
+            f"(search_report_.gap says by how much an unexpanded label could still beat them). Raise "
+            f"search_budget (or pass None) to certify them.", stacklevel=4)
+    return res
+
+
+def score_shortlist(c: CompiledLabels, texts, keep, *, batch_size=8) -> np.ndarray:
+    """Exact log P(label | prompt) of each text's shortlisted labels, ``-inf`` for the rest: (n, K).
+
+    Parameters
+    ----------
+    c : CompiledLabels
+    texts : list of str, length n
+    keep : ndarray of int, shape (n, M)
+        Per text, the label indices to score (``judge.retrieval.Shortlist.query``).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> c = Classifier(["card_arrival", "exchange_rate", "pin_blocked"], model, tokenizer=tok, method="exact").compiled_
+    >>> s = score_shortlist(c, ["Where is my card?"], np.array([[0, 2]]))
+    >>> bool(np.isinf(s[0, 1])), bool(np.isfinite(s[0, [0, 2]]).all())
+    (True, True)
+    """
+    keep = np.asarray(keep, np.int64)
+    items = prompt_items(c, texts)
+    for it, row in zip(items, keep):
+        it.options = [c.label_seqs[k] for k in row]
+    res = c.engine.score_items(items, root=c.root_ids, batch_size=batch_size)
+    out = np.full((len(texts), len(c.surfaces)), -np.inf)
+    for i, (row, r) in enumerate(zip(keep, res)):
+        out[i, row] = r
+    return out
 
 
 def compile_labels(clf, engine=None) -> CompiledLabels:
@@ -358,9 +406,20 @@ def compile_labels(clf, engine=None) -> CompiledLabels:
     """
     from judge.engine.engine import Engine
 
-    same = engine is not None and engine.model is clf.model and engine.tokenizer is clf.tokenizer \
-        and engine.device == clf.device and engine.end_token == clf.end_token
-    eng = engine if same else Engine(clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
+    kind = Engine
+    if getattr(clf, "backend", "transformers") == "vllm":  # the same token sequences, scored by vLLM
+        from judge.backends.vllm import VLLMScorer, check_classifier
+
+        check_classifier(clf)
+        kind = VLLMScorer
+    same = isinstance(engine, kind) and engine.model is clf.model and engine.tokenizer is clf.tokenizer \
+        and engine.end_token == clf.end_token and (kind is not Engine or engine.device == clf.device)
+    if same:
+        eng = engine
+    elif kind is Engine:
+        eng = Engine(clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
+    else:
+        eng = kind(clf.model, clf.tokenizer, end_token=clf.end_token)
     eng.setup()
     prompt = clf.prompt
     prompt = DEFAULT_PROMPT if prompt is None else (
@@ -401,8 +460,19 @@ def _compile_prompt(clf, eng, prompt, method=None):
     root = eng.encode([(prefix, False)])
     K = len(clf.labels)
     seqs = firsts = None
-    if clf.method == "decode" or (clf.method == "auto" and K > clf.decode_above):
+    wanted = clf.method if clf.method != "auto" else ("search" if K > clf.decode_above else "auto")
+    if wanted == "search" and eng.path_ == "fallback":  # no tree masks on the fallback: beam search instead
+        warnings.warn(f"{type(eng.model_).__name__} runs the engine's causal fallback ({eng.check_.get('reason')}), "
+                      f"where the certified search cannot run; {K} labels are searched by beam search through "
+                      f"the automaton instead (method='decode': it can miss the argmax).", stacklevel=4)
+        wanted = "decode"
+    if wanted == "decode":
         method, max_tokens = "decode", max(len(x.encode()) for x in surfaces) + 1
+    elif wanted == "search":
+        from judge.engine.options import OptionTrie
+
+        seqs = eng.option_ids(tail, surfaces, what="Label")
+        method, max_tokens = "search", max(len(x) for x in seqs)
     else:
         seqs = eng.option_ids(tail, surfaces, what="Label")
         firsts = np.asarray([s[0] for s in seqs], np.int64)
@@ -421,8 +491,76 @@ def _compile_prompt(clf, eng, prompt, method=None):
         max_tokens = max(len(s) for s in seqs)
     c = CompiledLabels(eng, prefix, tail, False, names, surfaces, method, root, seqs, firsts,
                        max_tokens, clf.think, clf.think_tokens)
+    if method == "search":
+        c.option_trie = OptionTrie(seqs)
     if method == "decode":
         from judge.automaton.trie import TrieAutomaton
 
         c.automaton = TrieAutomaton.build(surfaces, eng.vocab_)
     return c
+
+
+def zero_shot_scores(clf, texts) -> np.ndarray:
+    """``clf``'s label log-probabilities by its path, before any ``fit``: ndarray (n, K).
+
+    ``clf`` is a :class:`judge.Classifier` (its public settings choose the path: shortlist,
+    search, decode, exact/first-token with rotations, think); ``texts`` are checked strings.
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> zero_shot_scores(Classifier(["yes", "no"], model, tokenizer=tok), ["Is it?"]).shape
+    (1, 2)
+    """
+    c = clf.compiled_
+    if not texts:
+        return np.zeros((0, len(clf.labels)))
+    step = 1 if clf.batch_invariant else clf.batch_size
+    show = clf.progress if clf.progress is not None else len(texts) > 4 * step
+    if clf.shortlist is not None and c.label_seqs is not None:
+        return score_shortlist(c, texts, shortlist_of(clf, c).query(texts), batch_size=step)
+    if c.method == "search" and clf.shortlist is None:  # labels within search_tolerance of the mass, the rest -inf
+        res = search_texts(c, texts, None, "tolerance", clf.search_tolerance, budget=clf.search_budget,
+                           batch_size=step)
+        if res is not None:
+            object.__setattr__(clf, "search_report_", res)
+            return np.nan_to_num(res.dense(len(clf.labels)), nan=-np.inf)
+    if c.method == "decode":
+        extras = think(c, texts, batch_size=step) if c.think else None
+        return score_decode(c, texts, top_k=clf.top_k, batch_size=step, extras=extras)
+    pack = 1 if clf.batch_invariant else min(clf.pack, step)
+    out = []
+    for ci in [c, *(c.rotated or ())]:  # rotations: the mean log-probability over the list orders
+        extras = think(ci, texts, batch_size=step) if ci.think else None
+        out.append(score_exact(ci, texts, batch_size=max(1, step // pack), progress=show, extras=extras, pack=pack))
+    return out[0] if len(out) == 1 else np.mean(out, axis=0)
+
+
+def shortlist_of(clf, c: CompiledLabels):
+    """The retrieval shortlist of ``clf`` (``shortlist=M``), built once per compiled label set.
+
+    ``shortlist_encoder``: None or ``"tfidf"`` (character n-gram TF-IDF, the default: chosen on
+    ICD-10-CM validation texts, see the README), ``"model"`` (the model's own mean-pooled hidden
+    states), or any callable ``list of str -> (n, d)``.
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> clf = Classifier(["card arrival", "exchange rate"], model, tokenizer=tok, shortlist=1, shortlist_encoder="tfidf")
+    >>> shortlist_of(clf, clf.compiled_).query(["what exchange rate"]).tolist()
+    [[1]]
+    """
+    if c.shortlist is None:
+        from judge.retrieval import ModelEncoder, Shortlist, TfidfEncoder
+
+        enc = clf.shortlist_encoder
+        if enc == "model":
+            enc = ModelEncoder(c.engine.model_, c.engine.tokenizer_)
+        elif enc in (None, "tfidf"):
+            enc = TfidfEncoder()
+        c.shortlist = Shortlist(c.names, clf.shortlist, encoder=enc)
+    return c.shortlist

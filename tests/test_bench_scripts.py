@@ -197,3 +197,22 @@ def test_ray_batch(smollm2, datasets_dir, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     recs = json.loads((tmp_path / "r.json").read_text())["records"]
     assert [r["engine"] for r in recs] == ["single-process", "ray-1"] and recs[1]["agree_with_single"] == 1.0
+
+
+def test_first_token(tiny, datasets_dir, tmp_path):
+    assert _main("first_token", "--model", "tiny", "--data-dir", datasets_dir, "--n", "2", "--subsets", "1",
+                 "--trec-n", "4", "--json", tmp_path / "f.json") == 0
+    rows = json.loads((tmp_path / "f.json").read_text())["rows"]
+    assert [r["task"] for r in rows][0] == "trec" and len(rows) == 4
+
+
+def test_search_small_and_scaling(tiny, datasets_dir, tmp_path):
+    assert _main("search", "small", "--model", "tiny", "--data-dir", datasets_dir, "--n", "3",
+                 "--datasets", "banking77", "--json", tmp_path / "s.json") == 0
+    row = json.loads((tmp_path / "s.json").read_text())["rows"][0]
+    assert row["argmax_identical"] == 3 and row["certified"] == 3
+    pytest.importorskip("simple_icd_10_cm")
+    assert _main("search", "scaling", "--model", "tiny", "--n", "1", "--ks", "50", "--families", "tools,icd",
+                 "--full-up-to", "50", "--json", tmp_path / "k.json") == 0
+    rows = json.loads((tmp_path / "k.json").read_text())["rows"]
+    assert [r["K"] for r in rows] == [50, 50] and all(r["certified"] == 1.0 for r in rows)

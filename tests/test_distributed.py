@@ -139,7 +139,7 @@ def test_batched_close_to_single_process(cluster, tiny_dir, reference):
     np.testing.assert_allclose(got, batched, rtol=0, atol=1e-5)
 
 
-class _CrashOnce(dist._ClassifyBatch):
+class _CrashOnce(dist.data._ClassifyBatch):
     """Kills its actor's process (os._exit) on the batch holding row 100, the first time only."""
 
     marker: str = ""
@@ -247,7 +247,7 @@ def test_errors_name_the_problem_and_the_fix(cluster, tiny_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         dist.classify_files([tmp_path / "nope.csv"], tmp_path / "o", labels=LABELS)
     with pytest.warns(RuntimeWarning, match="leaving none for the file read and write tasks"):
-        dist._warn_if_no_cpu_left(2, 1)  # the cluster has 2 CPUs
+        dist.data._warn_if_no_cpu_left(2, 1)  # the cluster has 2 CPUs
     (tmp_path / "x.txt").write_text("a")
     with pytest.raises(ValueError, match="has suffix '.txt'"):
         dist.classify_files([tmp_path / "x.txt"], tmp_path / "o", labels=LABELS)
@@ -412,7 +412,9 @@ def test_serve_two_replicas_answer_systemone(cluster, tiny_dir):
             with ts.TypeSafeClient(base_url=url, api_key="any-key-is-fine") as client:
                 res = client.system_one(state="I was charged twice", questions={"refund": ts.Noul(instructions="Refund?")},
                                         model="jev-latest")
-            assert res.nouls["refund"].noul == r.json()["answers"]["refund"]["noul"]
+            # another request, perhaps another replica and micro-batch: equal to float32 rounding (the
+            # first answer of a question shape is scored beside its content-free prior, later ones not)
+            np.testing.assert_allclose(res.nouls["refund"].noul, r.json()["answers"]["refund"]["noul"], atol=1e-5)
 
         def running():
             return serve.status().applications["judge"].deployments["judge_decisions"].replica_states.get("RUNNING", 0)

@@ -62,6 +62,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--top-k", type=int, default=None, help="write the k most probable labels instead of all K")
     b.add_argument("--abstain", action="store_true", help="null label below the calibrated threshold (--classifier)")
     b.add_argument("--batch-invariant", action="store_true", help="bit-identical scores whatever the batches")
+    b.add_argument("--backend", choices=("transformers", "vllm"), default="transformers",
+                   help="who scores in each actor: the transformers engine (default) or one vLLM engine per actor "
+                        "(its own environment: scripts/setup_vllm.sh; give GPUs with --num-gpus-per-actor)")
     b.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     b.add_argument("--output", "-o", required=True, help="output folder for the parquet files (new or empty)")
     b.set_defaults(func=run)
@@ -130,7 +133,8 @@ def run(args) -> int:
         classify_files(files, out, labels=labels, model=args.model, classifier_dir=args.classifier,
                        text_column=args.text_column, batch_size=args.batch_size, actors=args.actors,
                        num_cpus_per_actor=args.num_cpus_per_actor, num_gpus_per_actor=args.num_gpus_per_actor,
-                       top_k=args.top_k, abstain=args.abstain, batch_invariant=args.batch_invariant)
+                       top_k=args.top_k, abstain=args.abstain, batch_invariant=args.batch_invariant,
+                       backend=args.backend)
     except (ValueError, TypeError) as e:
         raise SystemExit(f"judge batch: {e}") from None
     n = sum(1 for _ in out.glob("*.parquet"))
