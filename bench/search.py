@@ -222,6 +222,7 @@ def icd(args):
         out["methods"][name] = rec
         print(f"{name:22s} acc@1 {100 * acc1:5.1f}%  acc@5 {100 * acc5:5.1f}%  {rec['seconds_per_text']:.2f} s/text "
               f"RSS {rec['rss_mb']:.0f} MB {extra or ''}", flush=True)
+        _write(args, out)  # after every method: a run stopped part-way keeps what it measured
 
     t0 = time.perf_counter()
     top = _tfidf_rank(titles, texts, 5)
@@ -293,6 +294,7 @@ def icd(args):
         out["methods"][f"shortlist {m} + exact"] = rec
         print(f"shortlist {m:5d} + exact acc@1 {100 * acc1:5.1f}%  acc@5 {100 * acc5:5.1f}%  "
               f"{rec['seconds_per_text']:.2f} s/text (n={len(sub)}, recall {100 * rec['recall']:.1f}%)", flush=True)
+        _write(args, out)
     _write(args, out)
 
 
@@ -313,6 +315,8 @@ def scaling(args):
     rng = np.random.default_rng(0)
     for family in args.families.split(","):
         for k in args.ks:
+            if family == "icd" and k > len(all_titles):  # 10^5 asked: every billable title there is
+                k = len(all_titles)
             labels = tool_names(k, 0) if family == "tools" else \
                 [all_titles[i] for i in sorted(rng.choice(len(all_titles), k, replace=False))]
             clf = Classifier(labels, model, tokenizer=tok, method="search", search_budget=None,
