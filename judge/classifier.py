@@ -520,7 +520,7 @@ class Classifier(CalibratedMixin):
         (``adaptation_``) is swapped in at the end, so a failed or interrupted
         fit leaves the classifier as it was. A calibration fitted before is
         dropped: call :meth:`calibrate` afterwards, on texts the fit never saw.
-        ``predict`` then scores in full (the bounded search steps aside).
+        ``predict`` then scores in full (the certified search steps aside).
         Methods and options: :mod:`judge.adaptation.fit`.
 
         Parameters

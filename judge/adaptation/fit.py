@@ -216,8 +216,9 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
     ('head', (2, 64))
     """
     texts, yi, o = check_fit_args(list(clf.labels), texts, y, method, options)
-    if getattr(clf, "backend", "transformers") == "vllm":  # fitting runs the model's states or weights,
-        from judge.backends.vllm import check_classifier  # which vLLM keeps in its own engine: refuse first
+    if getattr(clf, "backend", "transformers") == "vllm":
+        # fitting runs the model's states or weights, which vLLM keeps in its own engine: refuse first
+        from judge.backends.vllm import check_classifier
 
         check_classifier(clf, fit=method)
     check_fit_prompt(clf, method)
