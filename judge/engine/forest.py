@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Forest", "Slot", "build_rows", "row_mask", "ancestors"]
+__all__ = ["Forest", "Slot", "build_rows", "row_mask", "ancestors", "common_prefix"]
 
 
 @dataclass
@@ -192,6 +192,21 @@ def row_mask(positions: np.ndarray, parent: np.ndarray, root_len: np.ndarray, n_
     return allow
 
 
+def common_prefix(a, b, limit=None) -> int:
+    """Length of the longest common prefix of two token sequences (at most ``limit``).
+
+    Examples
+    --------
+    >>> common_prefix([1, 2, 3, 4], [1, 2, 9]), common_prefix([1, 2, 3], [1, 2, 3], limit=2)
+    (2, 2)
+    """
+    n = min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 def build_rows(items, root_ids) -> list[Forest]:
     """One :class:`Forest` row per group of items: prompts after the root, option tries at their slots.
 
@@ -217,16 +232,12 @@ def build_rows(items, root_ids) -> list[Forest]:
     ([3, 7, 8, 9], [0, 2])
     """
     rows: dict[int, Forest] = {}
-    R = len(root_ids)
     for qi, it in enumerate(items):
         f = rows.setdefault(it.group, Forest())
         x = it.ids
         if len(x) < 1:
             raise ValueError("A prompt needs at least one token.")
-        lcp = 0
-        lim = min(R, len(x) - 1)
-        while lcp < lim and x[lcp] == root_ids[lcp]:
-            lcp += 1
+        lcp = common_prefix(x, root_ids, len(x) - 1)  # the last prompt token is always fed: it reads
         end = f.add_path(x[lcp:], -1, lcp)
         paths = []
         for seq in it.options:

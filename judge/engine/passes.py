@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from judge.engine.forest import build_rows
+from judge.engine.forest import build_rows, common_prefix
 from judge.engine.masks import native_gqa, tree_masks
 
 __all__ = ["Pass", "plan_passes", "tree_pass", "memory_bound", "model_context", "default_max_logits"]
@@ -73,14 +73,6 @@ class Pass:
     _units: list = field(default_factory=list, repr=False)
 
 
-def _lcp(a, b) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def _cost(items, root) -> tuple[int, int]:
     """(fed tokens, read positions) of ``items`` in one row under ``root``."""
     row = build_rows([_Sub(it.ids, it.options, it.first_only, 0) for it in items], root)[0]
@@ -106,7 +98,7 @@ def _item_units(items, i, root, T, P) -> list[_Unit]:
     """An item too large for a row: its prompt cached whole, its options in chunks."""
     it = items[i]
     head = tuple(it.ids[:-1])
-    root = head if len(head) > _lcp(head, root) else tuple(root)
+    root = head if len(head) > common_prefix(head, root) else tuple(root)
     R = len(root)
     units, cur, seen = [], [], set()
     for j, seq in enumerate(it.options):
@@ -134,8 +126,8 @@ def _group_units(items, idxs, root, T, P) -> list[_Unit]:
         return [_Unit(tuple(root), [(i, None) for i in idxs], n, reads)]
     trunk = list(items[idxs[0]].ids[:-1])
     for i in idxs[1:]:
-        trunk = trunk[:_lcp(trunk, items[i].ids[:-1])]
-    root = tuple(trunk) if len(trunk) > _lcp(trunk, root) else tuple(root)
+        trunk = trunk[:common_prefix(trunk, items[i].ids[:-1])]
+    root = tuple(trunk) if len(trunk) > common_prefix(trunk, root) else tuple(root)
     R = len(root)
     units, cur, cn, cr = [], [], 0, 0
     for i in idxs:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from judge._math import cache_keyword, lse64
+from judge.engine.forest import common_prefix
 from judge.engine.masks import additive, native_gqa
 from judge.engine.options import OptionTrie
 
@@ -315,10 +316,7 @@ def _run(model, plan_kind, dtype, root, items, ctx: _Context) -> list[_Text]:
         x = list(it.ids)
         if not x:
             raise ValueError("A prompt needs at least one token.")
-        lcp, lim = 0, min(R, len(x) - 1)
-        while lcp < lim and x[lcp] == root_ids[lcp]:
-            lcp += 1
-        states.append(_Text(len(x), lcp))
+        states.append(_Text(len(x), common_prefix(x, root_ids[:R], len(x) - 1)))
     cache = DynamicCache()
     if kv is not None:
         for i, (k, v) in enumerate(kv):
