@@ -352,13 +352,16 @@ def test_concurrent_requests_are_merged_and_isolated(decider):
 
 
 class _Slow(Reference):
-    """The reference scorer, slowed down and uniform, to fill the queue."""
+    """The reference's protocol, uniform answers after a delay per scoring call (fills queues predictably)."""
 
-    def __init__(self, model, tok, delay):
+    def __init__(self, model, tok, delay, boom=None):
         super().__init__(model, tok)
-        self.delay = delay
+        self.delay, self.boom, self.calls = delay, boom, 0
 
     def score(self, queries, *, root=None, first_token=False, batch_size=8):
+        self.calls += 1
+        if self.boom and any(self.boom in t for q in queries for t, _ in q.pieces):
+            raise RuntimeError("injected fault inside the scorer")
         time.sleep(self.delay)
         self.last_usage_ = {"input_tokens": 1}
         return [np.full(len(q.options), -np.log(len(q.options))) for q in queries]

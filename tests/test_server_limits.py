@@ -41,7 +41,7 @@ from judge.decisions import Decider  # noqa: E402
 from judge.engine import Engine, Item, Query  # noqa: E402
 from judge.server.app import ServerConfig, create_app  # noqa: E402
 from judge.testing import Reference  # noqa: E402
-from tests.test_server import CHOICE, NOUL, TICKET, body, post, serve  # noqa: E402
+from tests.test_server import CHOICE, NOUL, TICKET, _Slow, body, post, serve  # noqa: E402  (429 + Retry-After: tests/test_server.py)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -322,22 +322,6 @@ def test_a_flood_of_oversized_requests_does_not_hold_up_a_small_one(url):
     assert behind <= 2 * alone + t_over + 3.0, (behind, alone, t_over)
 
 
-class _Slow(Reference):
-    """The reference's protocol, uniform answers after a delay per scoring call (fills queues predictably)."""
-
-    def __init__(self, model, tok, delay, boom=None):
-        super().__init__(model, tok)
-        self.delay, self.boom, self.calls = delay, boom, 0
-
-    def score(self, queries, *, root=None, first_token=False, batch_size=8):
-        self.calls += 1
-        if self.boom and any(self.boom in t for q in queries for t, _ in q.pieces):
-            raise RuntimeError("injected fault inside the scorer")
-        time.sleep(self.delay)
-        self.last_usage_ = {"input_tokens": 1}
-        return [np.full(len(q.options), -np.log(len(q.options))) for q in queries]
-
-
 def _raw_request(port, payload) -> socket.socket:
     data = json.dumps(payload).encode()
     s = socket.create_connection(("127.0.0.1", port))
@@ -412,17 +396,6 @@ def test_a_small_request_is_served_in_turn_with_a_large_one(tiny_llama):
             (rb, tb), (rs, ts) = big.result(), small.result()
     assert rb.status_code == rs.status_code == 200
     assert ts < tb - 1.0  # the small one did not wait for the 20 jobs of the large one
-
-
-def test_the_queue_bound_answers_429_with_retry_after(tiny_llama):
-    d = _decider(*tiny_llama, scorer=_Slow(*tiny_llama, 0.4))
-    with serve(create_app(d, ServerConfig(max_queue=1, max_wait_ms=0, max_batch_questions=1))) as (u, _):
-        with ThreadPoolExecutor(6) as ex:
-            rs = list(ex.map(lambda i: post(u, body({"q": NOUL})), range(6)))
-    codes = sorted(r.status_code for r in rs)
-    assert 200 in codes and 429 in codes and max(codes) < 500, codes
-    busy = next(r for r in rs if r.status_code == 429)
-    assert busy.headers["retry-after"] == "1" and busy.json()["detail"]["error_type"] == "rate_limit_error"
 
 
 def test_sigterm_lets_the_request_in_flight_finish(tiny_dir):
