@@ -65,9 +65,11 @@ def main(argv=None) -> int:
 
     Examples
     --------
-    >>> main(["bench", "--tokenizer", "gpt2", "--k", "10"])     # doctest: +SKIP
+    With a tokenizer folder (here the project's shared GPT-2 one; a hub id works where it is cached):
+
+    >>> main(["bench", "--tokenizer", "../shared/tokenizers/gpt2", "--k", "10"])  # doctest: +ELLIPSIS
     <BLANKLINE>
-    judge bench (gpt2)
+    judge bench (../shared/tokenizers/gpt2)
     ...
     0
 

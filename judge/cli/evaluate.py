@@ -65,10 +65,16 @@ def run(args) -> int:
 
     Examples
     --------
-    Not run as a doctest (+SKIP): it needs the dataset files (``../shared/datasets``) and minutes.
+    Four TREC test texts on the packaged model (run from the repository root, beside the
+    project's shared folder):
 
+    >>> import tempfile
     >>> from judge.cli import main
-    >>> main(["evaluate", "trec", "--data-dir", "../shared/datasets", "--limit", "20", "--out", "out"])  # doctest: +SKIP
+    >>> main(["evaluate", "trec", "--data-dir", "../shared/datasets", "--limit", "4",
+    ...       "--out", tempfile.mkdtemp()])  # doctest: +ELLIPSIS
+    <BLANKLINE>
+    judge evaluate
+    ...
     0
     """
     from judge.evaluation import evaluate

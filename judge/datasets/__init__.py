@@ -77,13 +77,13 @@ def load(
 
     Examples
     --------
-    The dataset files are not part of the package, so these three lines are not run
-    as doctests (+SKIP):
+    The dataset files are not part of the package: these run from the repository root,
+    beside the project's shared folder:
 
-    >>> data = load("banking77", "test", data_dir="../shared/datasets")  # doctest: +SKIP
-    >>> len(data), len(data.label_names), data.labels[0]  # doctest: +SKIP
+    >>> data = load("banking77", "test", data_dir="../shared/datasets")
+    >>> len(data), len(data.label_names), data.labels[0]
     (3080, 77, 'card_arrival')
-    >>> load("clinc150", "val", include_oos=True).label_names[-1]  # doctest: +SKIP
+    >>> load("clinc150", "val", include_oos=True, data_dir="../shared/datasets").label_names[-1]
     'oos'
     >>> load("imdb")
     Traceback (most recent call last):
