@@ -34,8 +34,14 @@ VALIDATION_SEED = 7001
 TEST_SEED = 9001
 
 
-def task_items(generators, n: int, seed: int, *, framings: bool = False, permutations: int = 0) -> list:
-    """sys1bench TaskItems: ``n`` per generator, expanded by its framings and ``permutations`` option shuffles."""
+def task_items(generators, n: int, seed: int, *, framings: bool = False, permutations: int = 0,
+               framings_per_item: int | None = None) -> list:
+    """sys1bench TaskItems: ``n`` per generator, expanded by its framings and ``permutations`` option shuffles.
+
+    ``framings_per_item``: keep that many of an item's framings (sys1bench's canonical one among them, the
+    rest drawn at random with ``seed``) instead of all of them (5-12 per item: every framing is a new prompt
+    to score, so all of them cost hours on CPU).
+    """
     from sys1bench.data import framings_path
     from sys1bench.framing import expand_framings, permute_options
     from sys1bench.framing.expand import load_framings
@@ -49,9 +55,25 @@ def task_items(generators, n: int, seed: int, *, framings: bool = False, permuta
             it.metadata["generator"] = g
         if framings:
             items = expand_framings(items, load_framings(framings_path(g)))
+            if framings_per_item:
+                items = _sample_framings(items, framings_per_item, seed)
         if permutations:
             items = permute_options(items, permutations)
         out += items
+    return out
+
+
+def _sample_framings(items, k: int, seed: int) -> list:
+    """Per task, its first (canonical) framing and ``k - 1`` of the others drawn at random, in their order."""
+    import random
+
+    by_task: dict = {}
+    for it in items:
+        by_task.setdefault(it.task_id, []).append(it)
+    rng, out = random.Random(seed), []
+    for group in by_task.values():
+        keep = [0] + sorted(rng.sample(range(1, len(group)), min(k - 1, len(group) - 1)))
+        out += [group[i] for i in keep]
     return out
 
 

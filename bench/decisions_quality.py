@@ -161,7 +161,8 @@ def _run_one(args) -> None:
     from bench._decisions_data import GENERATORS, labelled_jsonl, task_items
 
     gens = args.generators.split(",") if args.generators else list(GENERATORS)
-    items = task_items(gens, args.n, _seed(args.split), framings=args.framings, permutations=args.permutations)
+    items = task_items(gens, args.n, _seed(args.split), framings=args.framings, permutations=args.permutations,
+                       framings_per_item=args.framings_per_item)
     d = _decider(args)
     label = args.variant + ("+nobias" if args.no_bias else "")
     rows = _through_server(d, items, f"{args.tag}/{label}")
@@ -569,6 +570,8 @@ def main(argv=None) -> int:
     r.add_argument("--n", type=int, default=VALIDATION_N, help="items per generator (test: pass --n 30)")
     r.add_argument("--generators", default=None, help="comma-separated (default: the five with framings)")
     r.add_argument("--framings", action="store_true", help="expand sys1bench's framings (paraphrases, criteria variants)")
+    r.add_argument("--framings-per-item", type=int, default=None,
+                   help="with --framings: keep the canonical framing and K-1 others drawn at random (default: all)")
     r.add_argument("--permutations", type=int, default=0, help="option shuffles per item (sys1bench --permutations)")
     r.add_argument("--variant", default="default", help="a variant, or several joined by commas (run in turn)")
     r.add_argument("--tag", default="after", help="which code: 'after' (this tree) or 'before' (PYTHONPATH elsewhere)")

@@ -492,7 +492,7 @@ def test_calibrate_decisions_end_to_end(tmp_path, decider, tiny_llama):
     assert saved.temperature == pytest.approx(cal.temperature) and saved.noul_bias == pytest.approx(cal.noul_bias)
     assert saved.score_temperature == pytest.approx(cal.score_temperature) and saved.score_bias == cal.score_bias
     model, tok = tiny_llama
-    assert cal.meta["bias"] == "contextual" and cal.meta["prompt_version"] == "decisions-v2"
+    assert cal.meta["bias"] == "contextual" and cal.meta["prompt_version"] == "decisions-v3"
     d2 = Decider(model, tok, calibration=tmp_path / "profile.json")
     q = {"r": YesNo("Refund?")}
     fresh = Decider(model, tok)  # the same (content-free) prior as d2: neither has seen any traffic
@@ -618,8 +618,10 @@ def test_what_is_scored_for_each_option(tiny_llama):
     vague = Choice({"billing": "An option.", "fraud": "An option."})
     assert Decider(model, tok).plan("x", vague).surfaces == (" billing: An option.", " fraud: An option.")
     # score levels: the description, or the number where descriptions cannot tell levels apart
-    assert Decider(model, tok).plan("x", Score(["calm", "angry"])).surfaces == (" calm", " angry")
-    assert Decider(model, tok).plan("x", Score(["same", "same"])).surfaces == (" 0", " 1")
+    # (the default score style is a chat prompt: the answer starts the assistant's turn, no leading space)
+    assert Decider(model, tok).plan("x", Score(["calm", "angry"])).surfaces == ("calm", "angry")
+    assert Decider(model, tok).plan("x", Score(["same", "same"])).surfaces == ("0", "1")
+    assert Decider(model, tok, style=PromptStyle()).plan("x", Score(["calm", "angry"])).surfaces == (" calm", " angry")
     assert Decider(model, tok, style=PromptStyle(answer="name")).plan("x", Score(["calm", "angry"])).surfaces == \
         (" 0", " 1")
 
@@ -826,7 +828,7 @@ def test_a_profile_fitted_on_other_prompts_warns(tiny_llama):
     old = DecisionCalibration({"noul": 2.0}, meta={"prompt_version": "decisions-v1"})
     d = Decider(*tiny_llama, calibration=old)
     with pytest.warns(UserWarning, match="fitted with prompts 'decisions-v1' and bias None; this decider uses "
-                                         "'decisions-v2' and bias 'contextual'"):
+                                         "'decisions-v3' and bias 'contextual'"):
         d.ask("x", {"q": YesNo("?")})
 
 

@@ -11,7 +11,8 @@ its mean answer over content-free states, computed once per question shape and c
 opt-in, ``bias="running"``, its mean answer over the states it has been asked about), and
 returns an `Answer` per question with its
 probabilities and the contract's reference confidence. The prompt style of each
-question type (`DEFAULT_STYLES`) is provisional: not yet chosen on measured data.
+question type (`DEFAULT_STYLES`) was chosen on validation data (bench/decisions_quality.py
+select; the README has the table).
 
 Each question is isolated: its prompt never contains the question id or any other
 question, and options are listed (and scored) in a canonical order, so an answer does

@@ -84,14 +84,16 @@ class Decider:
     device : str, optional
     chat : bool or None
         Force the tokenizer's chat template on (True) or off (False) for every
-        question type; None: as the style says (`DEFAULT_STYLES`: completion).
+        question type; None: as the style says (`DEFAULT_STYLES`: chat for score
+        questions, completion for choice and yes/no).
     style : PromptStyle, dict of str to PromptStyle, or None
         How questions are put to the model: one style for every type, or per type
         (``"choice"``, ``"noul"``, ``"score"``; missing types use the default).
     bias : {"contextual", "running", None}
         The label-free bias correction (the module docstring). ``"contextual"`` is the
         default because its answers never depend on other requests (the contract's
-        isolation), not because it won on measured data (not yet measured).
+        isolation), not because it won on measured data: on validation a running prior
+        kept answers more varied (bench/decisions_quality.py select; the README).
     warm_up : int
         With ``bias="running"``: distinct states a question shape must have been
         asked about before their mean answer distribution replaces its content-free

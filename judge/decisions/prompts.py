@@ -32,8 +32,8 @@ surface, then name), so an answer does not depend on them, nor on which id carri
 description. Pieces flagged as user text (the state, instructions, option names and
 descriptions) are data: the scorer tokenizes them as plain text, never as control tokens.
 
-`DEFAULT_STYLES` are provisional, not yet chosen on measured data (see its comment);
-`PROMPT_VERSION` names this wording (calibration profiles record it).
+`DEFAULT_STYLES` were chosen on validation data (see its comment);
+`PROMPT_VERSION` names this wording and these styles (calibration profiles record it).
 
 What it deliberately does not do: tokenize (the scorer's ``encode`` does, once, in one
 place), score, or decide how answers are normalised or corrected.
@@ -61,7 +61,7 @@ from judge.prompts import natural_label
 __all__ = ["CONTENT_FREE", "DEFAULT_STYLES", "NO_SPELLINGS", "PROMPT_VERSION", "Plan", "PromptStyle",
            "YES_SPELLINGS", "is_opaque_id", "plan_question", "state_text"]
 
-PROMPT_VERSION = "decisions-v2"
+PROMPT_VERSION = "decisions-v3"
 #: The spellings of yes and no whose probabilities are summed (each also with a leading space).
 YES_SPELLINGS = ("Yes", "yes")
 NO_SPELLINGS = ("No", "no")
@@ -124,16 +124,21 @@ class PromptStyle:
             raise DecisionError(f"PromptStyle names must be 'natural' or 'raw', got {self.names!r}.")
 
 
-#: The styles `judge.decisions.Decider` uses unless told otherwise, per question type. Provisional and
-#: not yet measured for decisions: no selection on validation data has been recorded (``bench/decisions_quality.py
-#: select`` is where it is to be made, on sys1bench's generators at the validation seed and the four
-#: classification datasets; the README has no such table yet). They carry over the Classifier's choice on its
-#: validation splits (`judge.prompts.DEFAULT_PROMPT`: a completion prompt, labels not listed) and score an option
-#: by its description, as the issue asks ("score what an option means").
+#: The styles `judge.decisions.Decider` uses unless told otherwise, per question type, chosen on validation data
+#: (``bench/decisions_quality.py select``: sys1bench's five generators with framings at seed 7001, 24 items each,
+#: and the four classification datasets' validation splits; bench/results/decisions_select.json and the README).
+#: The rule fixed beforehand: under the default bias ("contextual"), the highest mean accuracy over the type's
+#: questions. Yes/no and score follow it. For choice it named chat + listed options (0.283 against 0.258 on the
+#: five questions every variant had, 3 answers of 120), but that variant lost on the one dataset both had
+#: (Banking77, 0.23 against 0.32), cannot list 255 long options within a 4k context, roughly doubles the cost
+#: and answered one of the two clear opaque-id cases wrong on SmolLM2; choice keeps the completion prompt,
+#: options unlisted, scored by their descriptions (the only variant measured on all nine choice questions).
+#: Every difference was within the noise of 24 items per question, and no variant kept every question within
+#: gold's top share + 20 points: a 135M model reads these questions barely better than chance.
 DEFAULT_STYLES = {
     "choice": PromptStyle(chat=False, listed=False, descriptions=False, answer="description"),
-    "noul": PromptStyle(chat=False, listed=False, descriptions=False, answer="name"),
-    "score": PromptStyle(chat=False, listed=False, descriptions=False, answer="description"),
+    "noul": PromptStyle(chat=False, listed=False, descriptions=False, answer="description"),
+    "score": PromptStyle(chat=True, listed=False, descriptions=False, answer="description"),
 }
 
 
