@@ -62,6 +62,12 @@ def main(argv=None):
         # a private module (leading _): test_bench_scripts runs --help of the public scripts only
         from bench._vllm_bench import run_vllm
 
+        if args.cpu and not torch.cuda.is_available():
+            # vLLM's CPU backend otherwise reserves 92% of the machine's memory for its KV cache and refuses
+            # to start when other processes hold more than 8% (as the vLLM test suite's conftest does)
+            import os
+
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB
         return run_vllm(args)
     from judge import Classifier
     from judge import datasets as ds

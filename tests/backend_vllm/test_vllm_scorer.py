@@ -83,7 +83,9 @@ def test_prefix_cache_is_used(tiny):
                    ("\nLabel:", False)), LABELS) for t in TEXTS]
     before = tiny.cache_stats_["cached_tokens"]
     tiny.score(long)
-    assert tiny.cache_stats_["cached_tokens"] - before >= TINY_BLOCK * (len(LABELS) - 1)
+    # every option of every text reads at least one full block of its prompt from the cache (on CPU
+    # vLLM's default block is 128 tokens: prompts shorter than that, Banking77's, have none to read)
+    assert tiny.cache_stats_["cached_tokens"] - before >= TINY_BLOCK * len(LABELS) * len(TEXTS)
 
 
 def test_token_items_and_shared_sequences(tiny, tiny_hf):
