@@ -328,7 +328,11 @@ def report(args) -> None:
     import json
 
     out = {"sizes": POOLS, "seeds": [0, 1, 2, 3, 4], "datasets": {}}
+    if Path(args.json).exists():  # datasets reported by an earlier run are kept (each is measured once)
+        out["datasets"] = json.loads(Path(args.json).read_text()).get("datasets", {})
     for dkey in args.dkeys.split(","):
+        if dkey in out["datasets"]:
+            raise SystemExit(f"{dkey} is already in {args.json} (test is reported once); remove it there to redo it")
         t, v, p = POOLS[dkey]
         out["datasets"][dkey] = curve(dkey, test_sel=t, val_sel=v, pool_sel=p)
         Path(args.json).write_text(json.dumps(out, indent=1))
@@ -494,6 +498,36 @@ def timing(args) -> None:
     _merge_json(args.json, args.dkey, out)
 
 
+def calibration_check(args) -> None:
+    """Validation only: the default post-fit calibration's effect on the fitted head's accuracy.
+
+    The head (default features) fitted on one ``--per-class`` training draw; its validation scores
+    calibrated 2-fold cross-fitted (fit on one seeded half of the validation rows, applied to the other).
+    """
+    import json
+
+    import numpy as np
+
+    from judge.adaptation import fit_head
+
+    out = {}
+    for dkey in args.dkeys.split(","):
+        va = load(dkey, POOLS[dkey][1], ("states",))
+        tr = load(dkey, "train", ("states",))
+        d = draws(tr["y"], args.per_class, (0,))[0]
+        head = fit_head(tr["states"][d], tr["y"][d], len(va["labels"]), cv=3)
+        s, y = head.log_proba(None, va["states"]), va["y"]
+        idx = np.random.default_rng(0).permutation(len(y))
+        a, b = idx[: len(y) // 2], idx[len(y) // 2:]
+        cal = np.empty_like(s)
+        for fit_rows, apply_rows in ((a, b), (b, a)):
+            cal[apply_rows] = calibrated(s[fit_rows], y[fit_rows], s[apply_rows])[0]
+        out[dkey] = {"n_per_class": args.per_class, "raw_accuracy": float((s.argmax(1) == y).mean()),
+                     "cross_fitted_calibrated_accuracy": float((cal.argmax(1) == y).mean()), "n_validation": len(y)}
+        print(dkey, out[dkey], flush=True)
+    Path(args.json).write_text(json.dumps(out, indent=1))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=DATA)
@@ -543,6 +577,11 @@ def main(argv=None) -> None:
     ti.add_argument("--cv", type=int, default=3)
     ti.add_argument("--json", default=str(HERE / "results" / "fit_timing.json"))
     ti.set_defaults(func=timing)
+    cc = sub.add_parser("calcheck", help="validation only: post-fit calibration's effect on the head's accuracy")
+    cc.add_argument("--dkeys", default="clinc150,banking77")
+    cc.add_argument("--per-class", type=int, default=64)
+    cc.add_argument("--json", default=str(HERE / "results" / "fit_calibration_check.json"))
+    cc.set_defaults(func=calibration_check)
     args = p.parse_args(argv)
     args.func(args)
 

@@ -43,7 +43,7 @@ def test_head_at_its_start_is_zero_shot_bit_for_bit(pair):
 def test_fit_with_overwhelming_penalty_stays_at_zero_shot(pair):
     clf = clf_of(pair)
     zero = clf.predict(TEXTS)
-    clf.fit(TEXTS, Y, l2=1e12)
+    clf.fit(TEXTS, Y, features="hidden+scores", l2=1e12)  # the offset: 0 examples' worth = zero-shot
     assert clf.adaptation_.kind == "head" and np.abs(clf.adaptation_.weights).max() < 1e-6
     assert list(clf.predict(TEXTS)) == list(zero)
 
@@ -151,7 +151,9 @@ def test_lora_training_leaves_the_callers_model_alone(pair):
     (TEXTS[:2], ["card arrival"] * 2, {}, ValueError, "at least 2 classes"),
     ([], [], {}, ValueError, "got none"),
     (TEXTS[:3], Y[:2], {}, ValueError, "differ in length"),
-    (TEXTS[:2], Y[:2], {"scores": np.array([[0.0, np.nan, 0.0], [0.0, 0.0, 0.0]])}, ValueError, "NaN or infinite"),
+    (TEXTS[:2], Y[:2], {"features": "hidden+scores", "scores": np.array([[0.0, np.nan, 0.0], [0.0, 0.0, 0.0]])},
+     ValueError, "NaN or infinite"),
+    (TEXTS[:2], Y[:2], {"scores": np.zeros((2, 3))}, ValueError, "does not use them"),
     (TEXTS[:2], Y[:2], {"states": np.full((2, 64), np.inf)}, ValueError, "NaN or infinite"),
     (TEXTS[:2], Y[:2], {"method": "forest"}, ValueError, "Unknown fit method"),
     (TEXTS[:2], Y[:2], {"features": "words"}, ValueError, "Unknown features"),

@@ -9,8 +9,9 @@ the classifier swaps it in with one assignment, so an interrupted fit leaves the
 Methods and their options (``Classifier.fit(texts, y, method=..., **options)``):
 
 ========== =========================================================================================
-``head``   ``features`` ("hidden+scores": the zero-shot scores as the offset, the default;
-           "hidden": the states alone, no exact scoring of the training texts), ``l2`` (None:
+``head``   ``features`` ("hidden": the states alone, no exact scoring of the training texts, the
+           default, chosen on validation by ``bench/learning_curve.py select``; "hidden+scores":
+           the zero-shot scores as the offset, so 0 examples give zero-shot), ``l2`` (None:
            cross-validated), ``cv`` (5), ``scores`` / ``states`` (computed already).
 ``lora``   ``rank`` (8), ``alpha`` (16), ``target_modules`` (("q_proj", "v_proj")), ``epochs`` (3),
            ``lr`` (5e-4), ``batch_size`` (8), ``validation_fraction`` (0.2), ``patience`` (1).
@@ -35,7 +36,7 @@ __all__ = ["METHODS", "OPTIONS", "fit_adaptation", "check_fit_args", "check_fit_
 METHODS = ("head", "lora", "demos")
 #: Valid options of each method, with their defaults.
 OPTIONS = {
-    "head": {"features": "hidden+scores", "l2": None, "cv": 5, "scores": None, "states": None},
+    "head": {"features": "hidden", "l2": None, "cv": 5, "scores": None, "states": None},
     "lora": {"rank": 8, "alpha": 16.0, "target_modules": ("q_proj", "v_proj"), "epochs": 3, "lr": 5e-4,
              "batch_size": 8, "validation_fraction": 0.2, "patience": 1},
     "demos": {"k": 4, "states": None},
@@ -82,7 +83,7 @@ def check_fit_args(labels, texts, y, method, options) -> tuple[list, np.ndarray,
     --------
     >>> texts, y, opts = check_fit_args(["a", "b"], ["x", "z"], ["a", "b"], "head", {"cv": 2})
     >>> y.tolist(), opts["cv"], opts["features"]
-    ([0, 1], 2, 'hidden+scores')
+    ([0, 1], 2, 'hidden')
     >>> check_fit_args(["a", "b"], ["x", "z"], ["a", "a"], "head", {})
     Traceback (most recent call last):
     ...
