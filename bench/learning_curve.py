@@ -509,6 +509,12 @@ def calibration_check(args) -> None:
     import numpy as np
 
     from judge.adaptation import fit_head
+    from judge.calibration import (
+        ece_noise_floor,
+        expected_calibration_error,
+        negative_log_likelihood,
+    )
+    from judge.calibration.state import Calibration
 
     out = {}
     for dkey in args.dkeys.split(","):
@@ -519,11 +525,16 @@ def calibration_check(args) -> None:
         s, y = head.log_proba(None, va["states"]), va["y"]
         idx = np.random.default_rng(0).permutation(len(y))
         a, b = idx[: len(y) // 2], idx[len(y) // 2:]
-        cal = np.empty_like(s)
+        cal, temp = np.empty_like(s), np.empty_like(s)
         for fit_rows, apply_rows in ((a, b), (b, a)):
             cal[apply_rows] = calibrated(s[fit_rows], y[fit_rows], s[apply_rows])[0]
+            only_t = Calibration.fit(tuple(range(s.shape[1])), s[fit_rows], y[fit_rows])  # no bias: argmax kept
+            temp[apply_rows] = only_t.transform(s[apply_rows])
         out[dkey] = {"n_per_class": args.per_class, "raw_accuracy": float((s.argmax(1) == y).mean()),
                      "cross_fitted_calibrated_accuracy": float((cal.argmax(1) == y).mean()), "n_validation": len(y)}
+        for name, p in (("default (batch prior + fitted bias + T)", cal), ("temperature only", temp)):
+            out[dkey][name] = {"accuracy": float((p.argmax(1) == y).mean()), "nll": float(negative_log_likelihood(y, p)),
+                               "ece": float(expected_calibration_error(y, p)), "ece_floor": float(ece_noise_floor(p)[0])}
         print(dkey, out[dkey], flush=True)
     Path(args.json).write_text(json.dumps(out, indent=1))
 
