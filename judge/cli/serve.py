@@ -143,11 +143,20 @@ def run_calibrate_decisions(args: argparse.Namespace) -> int:
 
     Examples
     --------
-    Not run as a doctest (+SKIP): it loads the packaged model and scores every line of the file
-    (tests/test_decisions.py fits profiles on a tiny model).
+    Four labelled yes/no lines on the packaged model (a few seconds, most of it loading the model):
 
+    >>> import json, os, tempfile
     >>> from judge.cli import main
-    >>> main(["calibrate-decisions", "labelled.jsonl", "--out", "profile.json"])  # doctest: +SKIP
+    >>> d = tempfile.mkdtemp()
+    >>> q = {"refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}}
+    >>> rows = [("I want my money back for this order.", True), ("Thanks, everything arrived fine.", False),
+    ...         ("Please refund the double charge.", True), ("What are your opening hours?", False)]
+    >>> with open(os.path.join(d, "labelled.jsonl"), "w") as fh:
+    ...     for state, label in rows:
+    ...         _ = fh.write(json.dumps({"state": state, "questions": q, "labels": {"refund": label}}) + "\\n")
+    >>> main(["calibrate-decisions", os.path.join(d, "labelled.jsonl"),
+    ...       "--out", os.path.join(d, "profile.json")])  # doctest: +ELLIPSIS
+    wrote ...profile.json: temperature noul=...; noul bias ...; n {'noul': 4}
     0
     """
     from judge.decisions import Decider, calibrate_decisions
