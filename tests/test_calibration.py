@@ -743,3 +743,25 @@ def test_choose_bias_l2_picks_the_lowest_out_of_fold_nll():
     assert got["l2"] == min(grid, key=lambda g: (round(nll[g], 10), -g))
     assert dict(zip(got["grid"], got["nll"])) == pytest.approx(nll, rel=1e-7)
     assert max(nll, key=nll.get) == 1e4 and got["l2"] != 1e4  # the near-frozen bias cannot undo the plant
+
+
+@pytest.mark.parametrize("planted, want_none", [(np.array([2.0, 0.0, 0.0, -1.0]), False), (np.zeros(4), True)])
+def test_choose_bias_l2_with_none_scores_temperature_alone(planted, want_none):
+    """``with_none``: temperature alone is one more candidate, recomputed here on the same folds; it
+    wins where there is no label bias to remove and loses where one is planted."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from judge.calibration.state import Calibration, choose_bias_l2
+
+    rng = np.random.default_rng(5)
+    n, k = 300, 4
+    y = rng.integers(0, k, n)
+    s = log_softmax(rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y] + planted, axis=1)
+    got = choose_bias_l2(s, y, "batch", grid=(0.1, 1.0), with_none=True)
+    none = 0.0
+    for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(s, y):
+        p = Calibration.fit(tuple(range(k)), s[tr], y[tr]).transform(s[te])
+        none -= np.log(p[np.arange(len(te)), y[te]]).sum()
+    assert got["nll_none"] == pytest.approx(none / n, rel=1e-7)
+    assert (got["l2"] is None) == want_none == (got["nll_none"] <= min(got["nll"]))
+    assert choose_bias_l2(s, y, "batch", grid=(0.1, 1.0))["nll_none"] is None  # not asked: not scored

@@ -48,6 +48,23 @@ def test_fit_with_overwhelming_penalty_stays_at_zero_shot(pair):
     assert list(clf.predict(TEXTS)) == list(zero)
 
 
+def test_auto_features_use_the_offset_for_few_texts_per_class_only(pair, monkeypatch):
+    """features="auto": the zero-shot offset (exact scores of the training texts) up to
+    AUTO_OFFSET_PER_CLASS texts per class, the states alone past it (no training text scored)."""
+    from judge.adaptation import fit as fit_module
+    from judge.engine import Engine
+
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)  # 9 texts, 3 labels: 3 per class <= 8
+    assert clf.adaptation_.report["features"] == "hidden+scores" and clf.adaptation_.offset_scale is not None
+    monkeypatch.setattr(fit_module, "AUTO_OFFSET_PER_CLASS", 2)  # now 3 per class is past it
+    scored = []
+    real = Engine.score_items
+    monkeypatch.setattr(Engine, "score_items", lambda *a, **k: scored.append(1) or real(*a, **k))
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)
+    assert clf.adaptation_.report["features"] == "hidden" and clf.adaptation_.offset_scale is None
+    assert not scored  # no exact scoring of the training texts
+
+
 def test_planted_signal_is_learned():
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(4), 12)
@@ -153,7 +170,7 @@ def test_lora_training_leaves_the_callers_model_alone(pair):
     (TEXTS[:3], Y[:2], {}, ValueError, "differ in length"),
     (TEXTS[:2], Y[:2], {"features": "hidden+scores", "scores": np.array([[0.0, np.nan, 0.0], [0.0, 0.0, 0.0]])},
      ValueError, "NaN or infinite"),
-    (TEXTS[:2], Y[:2], {"scores": np.zeros((2, 3))}, ValueError, "does not use them"),
+    (TEXTS[:2], Y[:2], {"features": "hidden", "scores": np.zeros((2, 3))}, ValueError, "does not use them"),
     (TEXTS[:2], Y[:2], {"states": np.full((2, 64), np.inf)}, ValueError, "NaN or infinite"),
     (TEXTS[:2], Y[:2], {"method": "forest"}, ValueError, "Unknown fit method"),
     (TEXTS[:2], Y[:2], {"features": "words"}, ValueError, "Unknown features"),
@@ -236,8 +253,10 @@ def test_evaluate_fits_on_train_then_calibrates_on_validation(tiny_dir, datasets
     assert m["fit"]["n"] == 6 and m["fit"]["method"] == "head" and m["calibrated"]["accuracy"] >= 0
     assert "fit" in capsys.readouterr().out
     back = Classifier.load(out / "classifier")
-    assert back.adaptation_.kind == "head" and back.calibration_.report["bias_l2"] in (0.1, 0.3, 1.0, 3.0, 10.0,
-                                                                                        30.0, 100.0)
+    cal = back.calibration_  # after a head, bias="auto" is calibrate's "cv": batch+fit at a chosen L2, or none
+    assert back.adaptation_.kind == "head" and cal.bias_method in ("cv: none", "cv: batch+fit")
+    assert cal.report["bias_l2"] in ((None,) if cal.bias_method == "cv: none" else (0.1, 0.3, 1.0, 3.0, 10.0,
+                                                                                    30.0, 100.0))
     with pytest.raises(ValueError, match="three different splits"):
         main(args[:-6] + ["--calibrate-on", "train", "--out", str(out)])
 
@@ -316,3 +335,27 @@ def test_load_names_what_fit_learned_when_its_labels_were_edited(pair, tmp_path)
     with pytest.raises(ValueError, match=r"what fit\(\) learned .* was fitted for the labels") as err:
         Classifier.load(tmp_path, model=model, tokenizer=tok)
     assert "calibrat" not in str(err.value)
+
+
+def test_calibrate_cv_chooses_the_bias_or_none_and_auto_after_fit_follows_the_table(pair, monkeypatch):
+    """``bias="cv"`` fits what choose_bias_l2(with_none=True) picks on the same scores, and names it;
+    ``bias="auto"`` after fit(method="head") resolves through AUTO_BIAS_AFTER_FIT, before fit through AUTO_BIAS."""
+    from judge.calibration import state
+    from judge.calibration.state import Calibration, choose_bias_l2, prior_bias
+
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)
+    s = clf.decision_function(TEXTS)
+    yi = np.array([clf.labels.index(v) for v in Y])
+    pick = choose_bias_l2(s, yi, "batch", with_none=True)["l2"]
+    clf.calibrate(TEXTS, Y, bias="cv")
+    if pick is None:
+        want = Calibration.fit(tuple(clf.labels), s, yi)
+        assert clf.calibration_.bias_method == "cv: none" and clf.bias_ is None
+    else:
+        want = Calibration.fit(tuple(clf.labels), s, yi, bias=prior_bias("batch", s), fit_bias=pick)
+        assert clf.calibration_.bias_method == "cv: batch+fit"
+    np.testing.assert_allclose(clf.predict_proba(TEXTS), want.transform(s), rtol=1e-9, atol=1e-12)
+    monkeypatch.setattr(state, "AUTO_BIAS_AFTER_FIT", {"head": None})
+    assert clf.calibrate(TEXTS, Y).calibration_.bias_method is None and clf.bias_ is None
+    monkeypatch.setattr(state, "AUTO_BIAS_AFTER_FIT", {"lora": None})  # another kind: the zero-shot default
+    assert clf.calibrate(TEXTS, Y).calibration_.bias_method == state.AUTO_BIAS

@@ -9,10 +9,12 @@ the classifier swaps it in with one assignment, so an interrupted fit leaves the
 Methods and their options (``Classifier.fit(texts, y, method=..., **options)``):
 
 ========== =========================================================================================
-``head``   ``features`` ("hidden": the states alone, no exact scoring of the training texts, the
-           default, chosen on validation by ``bench/learning_curve.py select``; "hidden+scores":
-           the zero-shot scores as the offset, so 0 examples give zero-shot), ``l2`` (None:
-           cross-validated), ``cv`` (5), ``scores`` / ``states`` (computed already).
+``head``   ``features`` ("hidden+scores": the exact zero-shot scores as the offset, so 0 examples
+           give zero-shot; "hidden": the states alone, no exact scoring of the training texts;
+           "auto", the default: the offset up to :data:`AUTO_OFFSET_PER_CLASS` texts per class on
+           average (and where the path scores every label), the states alone past it; chosen on
+           validation by ``bench/learning_curve.py select``, the cut by cost, see the README),
+           ``l2`` (None: cross-validated), ``cv`` (5), ``scores`` / ``states`` (computed already).
 ``lora``   ``rank`` (8), ``alpha`` (16), ``target_modules`` (("q_proj", "v_proj")), ``epochs`` (3),
            ``lr`` (5e-4), ``batch_size`` (8), ``validation_fraction`` (0.2), ``patience`` (1).
 ``demos``  ``k`` (4): the k training texts nearest to each text (cosine of answer-slot states)
@@ -31,17 +33,24 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["METHODS", "OPTIONS", "fit_adaptation", "check_fit_args", "check_fit_prompt", "per_class_indices"]
+__all__ = ["METHODS", "OPTIONS", "AUTO_OFFSET_PER_CLASS", "fit_adaptation", "check_fit_args", "check_fit_prompt",
+           "per_class_indices", "resolve_features"]
 
 METHODS = ("head", "lora", "demos")
 #: Valid options of each method, with their defaults.
 OPTIONS = {
-    "head": {"features": "hidden", "l2": None, "cv": 5, "scores": None, "states": None},
+    "head": {"features": "auto", "l2": None, "cv": 5, "scores": None, "states": None},
     "lora": {"rank": 8, "alpha": 16.0, "target_modules": ("q_proj", "v_proj"), "epochs": 3, "lr": 5e-4,
              "batch_size": 8, "validation_fraction": 0.2, "patience": 1},
     "demos": {"k": 4, "states": None},
 }
-FEATURES = ("hidden+scores", "hidden")
+FEATURES = ("auto", "hidden+scores", "hidden")
+#: ``features="auto"``: the zero-shot offset while the training texts number at most this many per
+#: class on average. On validation (bench/learning_curve.py select, calibrated by calibrate()'s
+#: post-fit default) the offset gained 0.2-19.1 points at 1 per class and 1.0-2.7 at 4 on all five
+#: datasets, -1.0 to +0.2 at 16 and -0.6 at 64 (TREC, the only rows with cached scores), while its
+#: exact scoring of every training text costs ~0.6 CPU-s per text at 77 labels (11x the states).
+AUTO_OFFSET_PER_CLASS = 8
 
 
 def per_class_indices(y, n: int, seed: int = 0) -> np.ndarray:
@@ -83,7 +92,7 @@ def check_fit_args(labels, texts, y, method, options) -> tuple[list, np.ndarray,
     --------
     >>> texts, y, opts = check_fit_args(["a", "b"], ["x", "z"], ["a", "b"], "head", {"cv": 2})
     >>> y.tolist(), opts["cv"], opts["features"]
-    ([0, 1], 2, 'hidden')
+    ([0, 1], 2, 'auto')
     >>> check_fit_args(["a", "b"], ["x", "z"], ["a", "a"], "head", {})
     Traceback (most recent call last):
     ...
@@ -131,7 +140,7 @@ def _check_options(method, o, n, k):
             raise ValueError(f"l2 must be None (cross-validated) or a number >= 0, got {o['l2']!r}.")
         _positive_int("cv", o["cv"], 2)
         if o["scores"] is not None:
-            if o["features"] != "hidden+scores":
+            if o["features"] == "hidden":
                 raise ValueError("scores= was given but features='hidden' does not use them; drop scores= or "
                                  "use features='hidden+scores'.")
             o["scores"] = check_features("scores", o["scores"], n, k)
@@ -184,6 +193,26 @@ def check_fit_prompt(clf, method) -> None:
                          f"fit's features and training never see; set rotations=1 before fit().")
 
 
+def resolve_features(features, n, k, path, scores_given=False) -> str:
+    """The head's features for ``n`` training texts over ``k`` labels on a scoring ``path``.
+
+    ``"auto"`` is ``"hidden+scores"`` when the scores were given, or when ``n <= AUTO_OFFSET_PER_CLASS * k``
+    and the path gives an exact score for every label; ``"hidden"`` otherwise. Others are kept.
+
+    Examples
+    --------
+    >>> resolve_features("auto", 40, 5, "exact"), resolve_features("auto", 41, 5, "exact")
+    ('hidden+scores', 'hidden')
+    >>> resolve_features("auto", 4, 2, "decode"), resolve_features("hidden", 4, 2, "exact")
+    ('hidden', 'hidden')
+    """
+    if features != "auto":
+        return features
+    if scores_given or (n <= AUTO_OFFSET_PER_CLASS * k and path in ("exact", "first_token")):
+        return "hidden+scores"
+    return "hidden"
+
+
 def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0, callback=None, **options):
     """Validate, compute features, fit; returns the fitted state (the classifier is not touched).
 
@@ -229,6 +258,7 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
         from judge.adaptation.head import check_features, fit_head
 
         scores = o["scores"]
+        o["features"] = resolve_features(o["features"], len(texts), K, clf.method_, scores is not None)
         if o["features"] == "hidden+scores" and clf.method_ not in ("exact", "first_token"):
             raise ValueError(
                 "features='hidden+scores' needs an exact zero-shot score for every label, which the "
@@ -238,8 +268,10 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
             scores = check_features("zero-shot scores", base_scores(texts), len(texts), K)
         states = o["states"] if o["states"] is not None else check_features("states", answer_states(clf, texts),
                                                                              len(texts))
-        return fit_head(states, yi, K, scores=scores, l2=o["l2"], cv=o["cv"], random_state=random_state,
+        head = fit_head(states, yi, K, scores=scores, l2=o["l2"], cv=o["cv"], random_state=random_state,
                         callback=callback)
+        head.report["features"] = o["features"]
+        return head
     if method == "demos":
         from judge.adaptation.demos import fit_demos
 

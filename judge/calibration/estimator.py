@@ -44,14 +44,17 @@ class CalibratedMixin:
         texts : sequence of str, length n
             Held-out texts (a validation split, never the test set).
         y : sequence of labels, length n
-        bias : {"auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", None}
+        bias : {"auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", "cv", None}
             ``contextual``: divide out the label distribution the model gives
             content-free inputs (through the same prompt, reasoning included);
             ``batch``: the mean distribution over ``texts``; ``+fit``: then a
             residual bias fitted with the labels jointly with the temperature
             (L2 strength ``bias_l2``; ``fit`` alone starts from no prior);
+            ``cv``: ``batch+fit`` at the L2 of lowest out-of-fold NLL on these
+            texts, or no bias at all (temperature alone) where that is lower;
             ``auto``: :data:`judge.calibration.state.AUTO_BIAS` (chosen on the validation splits, see
-            the README), none on the ``decode`` path.
+            the README), after :meth:`fit` :data:`judge.calibration.state.AUTO_BIAS_AFTER_FIT` where
+            it names the fitted kind; none on the ``decode`` path.
         temperature : bool
         target_accuracy, coverage : float in (0, 1), optional
             Fit ``threshold_`` (Clopper-Pearson lower bound at ``confidence``),
@@ -86,14 +89,17 @@ class CalibratedMixin:
                                       temperature=temperature, target_accuracy=target_accuracy,
                                       coverage=coverage, confidence=confidence, scores=scores)
         content_free = check_content_free(content_free, "calibrate")  # checked whether or not this bias uses it
-        prior, fit_l2, name = resolve_bias(bias, self.compiled_.method, bias_l2)
+        fitted = getattr(getattr(self, "adaptation_", None), "kind", None)
+        prior, fit_l2, name = resolve_bias(bias, self.compiled_.method, bias_l2, fitted)
         if scores is None:
             scores = self.decision_function(texts)
         content = self.content_free_scores(content_free) if prior == "contextual" else None
-        if fit_l2 == "cv":  # the bias's L2 by out-of-fold NLL on these texts
+        if fit_l2 == "cv":  # the bias's L2 (bias="cv": or no bias) by out-of-fold NLL on these texts
             from judge.calibration.state import choose_bias_l2
 
-            fit_l2 = choose_bias_l2(scores, yi, prior, content_free_scores=content)["l2"]
+            fit_l2 = choose_bias_l2(scores, yi, prior, content_free_scores=content, with_none=name == "cv")["l2"]
+            if name == "cv":
+                prior, name = (None, "cv: none") if fit_l2 is None else (prior, f"cv: {prior}+fit")
         cal = Calibration.fit(tuple(self.labels), scores, yi, bias=prior_bias(prior, scores, content),
                               bias_method=name, temperature=temperature, target_accuracy=target_accuracy,
                               coverage=coverage, confidence=confidence, fit_bias=fit_l2)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 
+from judge.calibration.state import BIASES
 from judge.cli._common import print_table
 
 __all__ = ["add_parser", "run"]
 
-BIAS_CHOICES = ["auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", "none"]
+BIAS_CHOICES = [b for b in BIASES if b is not None]  # calibrate()'s values, "none" for None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -39,7 +40,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ev.add_argument("--calibrate-on", default=None, help="split to calibrate on, e.g. validation")
     ev.add_argument("--calibration-limit", type=int, default=None, help="seeded stratified sample of the calibration split")
     ev.add_argument("--bias", default="auto", choices=BIAS_CHOICES,
-                    help="label-bias correction fitted on the calibration split (auto: chosen on validation)")
+                    help="label-bias correction fitted on the calibration split (auto: chosen on validation; "
+                         "cv: batch+fit or none, by out-of-fold NLL)")
     ev.add_argument("--bias-l2", type=lambda v: v if v == "cv" else float(v), default=1.0,
                     help="shrinkage of a fitted ('+fit') bias, or cv: chosen by out-of-fold NLL")
     ev.add_argument("--rotations", type=int, default=1,
