@@ -6,17 +6,19 @@ states, mean-pooled text embeddings, resumable); every figure is derived from th
     # 1. cache features (resumable; one torch thread; run in the background)
     python bench/learning_curve.py cache --what scores --dkeys trec,banking77 --sels test500,validation500,pool16
     python bench/learning_curve.py cache --what states --dkeys trec,banking77 --sels test500,validation500,train
-    # 2. choose the head's defaults on validation (16 per class), then the curves on test, once
+    # 2. choose the head's features and post-fit calibration on validation (calibrated, cross-fitted),
+    #    then the curves on test, once (--default-head: the head as fit/calibrate default it now)
     python bench/learning_curve.py select --json bench/results/fit_select.json
     python bench/learning_curve.py report --json bench/results/fit_learning_curve.json
     # 3. adapters (LoRA) and demonstrations: measured on the sizes that fit a CPU
-    python bench/learning_curve.py lora --dkey trec --per-class 16
-    python bench/learning_curve.py demos --dkey banking77 --per-class 16 --n 100
+    python bench/learning_curve.py lora --dkey trec --per-class 64
+    python bench/learning_curve.py demos --dkey banking77 --per-class 4 --k 4
+    # 4. another model: cache with --model gemma3-270m --model-key gemma3, then report --model-key gemma3
 
 A method or point whose features are not (fully) cached is recorded as ``"not run: <reason>"``
 in the JSON and the table, with the cache command that would supply it, never left out: the
-default head (``hidden+scores``) needs the zero-shot scores of the rows it trains on (beyond the
-dataset's pool in ``POOLS`` and for the full split those are training rows: ``--what scores
+head with the offset (``hidden+scores``) needs the zero-shot scores of the rows it trains on (beyond
+the dataset's pool in ``POOLS`` and for the full split those are training rows: ``--what scores
 --sels train``), the embeddings
 baseline needs ``embed`` of ``pool64`` (up to 64 per class) or of ``train`` (the full split).
 
@@ -222,7 +224,7 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
 
         out["points"]["0"]["zero-shot (uncalibrated)"] = metrics(y_te, [softmax(te["scores"])], 0.0, zs_pt)
     else:
-        why = _missing(dkey, {"test": te, "validation": va}, ("scores",), sels)
+        why = _missing(dkey, {"test": te, "validation": va}, ("scores",), sels, model_key)
         out["points"]["0"] = {"zero-shot": why, "zero-shot (uncalibrated)": why}
         log(f"{dkey:<10} n=0     zero-shot        {why}")
     emb_rows = {int(i): j for j, i in enumerate(emb64["idx"])} if "embed" in emb64 else {}
@@ -243,9 +245,9 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
             why = None
             if m.startswith("head"):
                 kinds = ("scores", "states") if m == "head" else ("states",)
-                why = _missing(dkey, {where: src, "test": te, "validation": va}, kinds, sels)
+                why = _missing(dkey, {where: src, "test": te, "validation": va}, kinds, sels, model_key)
             elif m == "embeddings + LR":
-                why = _missing(dkey, {"test": te}, ("embed",), sels)
+                why = _missing(dkey, {"test": te}, ("embed",), sels, model_key)
                 if why is None and "embed" not in src and not (
                         emb_rows and all(int(i) in emb_rows for _, d in sets for i in src["idx"][d])):
                     sel = "train" if n == "full" else "pool64"  # pool64 holds every draw of up to 64 per class
@@ -290,7 +292,7 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
     return out
 
 
-def _missing(dkey, parts, kinds, sels):
+def _missing(dkey, parts, kinds, sels, model_key="smollm2"):
     """None when every part has every feature kind cached, else ``"not run: <reason>"`` naming the cache command."""
     gaps = [(name, kind) for name, part in parts.items() for kind in kinds if kind not in part]
     if not gaps:
@@ -299,7 +301,8 @@ def _missing(dkey, parts, kinds, sels):
     for name, kind in gaps:
         by_sel.setdefault(sels[name], []).append(kind)
     what = ", ".join(f"{'+'.join(k)} of {sel}" for sel, k in by_sel.items())
-    cmds = "; ".join(f"python bench/learning_curve.py cache --what {','.join(k)} --dkeys {dkey} --sels {sel}"
+    model = "" if model_key == "smollm2" else f" --model MODEL --model-key {model_key}"
+    cmds = "; ".join(f"python bench/learning_curve.py cache --what {','.join(k)} --dkeys {dkey} --sels {sel}{model}"
                      for sel, k in by_sel.items())
     return f"not run: no complete cached {what} (run: {cmds})"
 

@@ -519,8 +519,8 @@ class Classifier(CalibratedMixin):
         Everything is validated before any text is scored; the fitted state
         (``adaptation_``) is swapped in at the end, so a failed or interrupted
         fit leaves the classifier as it was. A calibration fitted before is
-        dropped: call :meth:`calibrate` afterwards, on texts the fit never saw.
-        ``predict`` then scores in full (the certified search steps aside).
+        dropped: call :meth:`calibrate` afterwards, on texts the fit never saw
+        (after a head its ``bias="auto"`` is ``"cv"``). ``predict`` then scores in full (the certified search steps aside).
         Methods and options: :mod:`judge.adaptation.fit`.
 
         Parameters
@@ -528,8 +528,8 @@ class Classifier(CalibratedMixin):
         texts : sequence of str, length n
         y : sequence of labels (values of ``classes_``), length n
         method : {"head", "lora", "demos"}
-            ``head``: multinomial logistic regression on the answer-slot hidden
-            state, starting from the zero-shot scores (L2 by cross-validation).
+            ``head``: multinomial logistic regression on the answer-slot hidden state, the zero-shot
+            scores its offset up to 8 texts per class (``features="auto"``; L2 by cross-validation).
             ``lora``: adapters trained on the exact label likelihood (needs ``peft``).
             ``demos``: the k nearest training texts written into each prompt.
         random_state : int
