@@ -450,7 +450,18 @@ def report(args) -> None:
         return "head" if resolve_features(feats, n_rows, K, "exact") == "hidden+scores" else "head (hidden)"
     for dkey in args.dkeys.split(","):
         t, v, p = POOLS[dkey]
-        if args.default_head:
+        if args.fill_baselines:  # baselines recorded "not run" whose features are cached now
+            have = out["datasets"][dkey]
+            todo = {m for pt in have["points"].values() for m, v in pt.items()
+                    if m in ("tf-idf + LR", "embeddings + LR") and isinstance(v, str)}
+            if todo:
+                r = curve(dkey, test_sel=t, val_sel=v, pool_sel=p, features_only=tuple(todo),
+                          model_key=args.model_key)
+                for n, pt in r["points"].items():
+                    for m in todo & set(pt):
+                        if isinstance(have["points"][n].get(m), str):
+                            have["points"][n][m] = pt[m]
+        elif args.default_head:
             have = out["datasets"].get(dkey)
             if have is None or any(arm in pt for pt in have["points"].values()):
                 raise SystemExit(f"{dkey}: {'not reported yet' if have is None else arm + ' already reported'} "
@@ -681,6 +692,8 @@ def main(argv=None) -> None:
     rp.add_argument("--model-key", default="smollm2", help="whose cached features (cache --model-key)")
     rp.add_argument("--head-calibration", choices=("default", "walk"), default="default",
                     help="heads calibrated as calibrate() does after fit (default) or by the zero-shot walk")
+    rp.add_argument("--fill-baselines", action="store_true",
+                    help="run the baselines recorded 'not run' whose features are cached now (nothing else)")
     rp.add_argument("--default-head", action="store_true",
                     help="add only the head as fit()/calibrate() default it, beside datasets already reported")
     rp.set_defaults(func=report)
