@@ -151,12 +151,10 @@ def _full_proba(p, classes, K):
 
 def calibrated(val_scores, y_val, test_scores):
     """The default walk's calibration (batch prior + fitted bias + T), L2 by out-of-fold NLL on validation."""
-    from judge.calibration.state import Calibration, choose_bias_l2, prior_bias
+    from judge.calibration.state import fit_resolved, resolve_bias
 
-    l2 = choose_bias_l2(val_scores, y_val, "batch")["l2"]
-    cal = Calibration.fit(tuple(range(val_scores.shape[1])), val_scores, y_val,
-                          bias=prior_bias("batch", val_scores), bias_method="batch+fit", fit_bias=l2)
-    return cal.transform(test_scores), l2
+    cal = fit_resolved(tuple(range(val_scores.shape[1])), val_scores, y_val, resolve_bias("batch+fit", "exact", "cv"))
+    return cal.transform(test_scores), cal.report["bias_l2"]
 
 
 def metrics(y, probas, seconds_fit=None, seconds_per_text=None):
@@ -325,27 +323,19 @@ def _cross_fit(s, y, how, seed=0):
     return out
 
 
-def _temperature_only(s_fit, y_fit, s_apply):
-    from judge.calibration.state import Calibration
+def _library(bias, **kw):
+    """``(s_fit, y_fit, s_apply) -> probabilities``: ``calibrate(bias=...)`` on scores, as the library resolves it."""
+    from judge.calibration.state import fit_resolved, resolve_bias
 
-    return Calibration.fit(tuple(range(s_fit.shape[1])), s_fit, y_fit).transform(s_apply)  # no bias: argmax kept
-
-
-def _chosen_by_oof_nll(s_fit, y_fit, s_apply):
-    """``calibrate(bias="cv")``: batch prior + fitted bias at the L2 of lowest out-of-fold NLL, or no bias."""
-    from judge.calibration.state import Calibration, choose_bias_l2, prior_bias
-
-    l2 = choose_bias_l2(s_fit, y_fit, "batch", with_none=True)["l2"]
-    if l2 is None:
-        return _temperature_only(s_fit, y_fit, s_apply)
-    return Calibration.fit(tuple(range(s_fit.shape[1])), s_fit, y_fit, bias=prior_bias("batch", s_fit),
-                           fit_bias=l2).transform(s_apply)
+    resolved = resolve_bias(bias, "exact", 1.0, **kw)
+    return lambda s_fit, y_fit, s_apply: fit_resolved(tuple(range(s_fit.shape[1])), s_fit, y_fit,
+                                                      resolved).transform(s_apply)
 
 
 #: The post-fit calibrations ``select`` compares (validation, cross-fitted).
 POST_FIT = {"batch prior + fitted bias + T": lambda a, b, c: calibrated(a, b, c)[0],
-            "temperature only": _temperature_only,
-            "either, by out-of-fold NLL (bias='cv')": _chosen_by_oof_nll}
+            "temperature only": _library(None),  # no bias: the argmax kept
+            "either, by out-of-fold NLL (bias='cv')": _library("cv")}
 SELECT_RULE = (
     "fixed before running: (1) post-fit calibration of the head: the arm of POST_FIT with the highest mean "
     "cross-fitted validation accuracy over every measured (dataset, per-class, features) point, the lowest mean "
@@ -422,9 +412,7 @@ def post_fit_default():
     from judge.adaptation.fit import OPTIONS
     from judge.calibration.state import AUTO_BIAS, AUTO_BIAS_AFTER_FIT
 
-    bias = AUTO_BIAS_AFTER_FIT.get("head", AUTO_BIAS)
-    how = {"cv": _chosen_by_oof_nll, None: _temperature_only}.get(bias, POST_FIT["batch prior + fitted bias + T"])
-    return OPTIONS["head"]["features"], bias, how
+    return OPTIONS["head"]["features"], AUTO_BIAS_AFTER_FIT.get("head", AUTO_BIAS), _library("auto", adaptation="head")
 
 
 def report(args) -> None:
@@ -660,7 +648,7 @@ def calibration_check(args) -> None:
         d = draws(tr["y"], args.per_class, (0,))[0]
         head = fit_head(tr["states"][d], tr["y"][d], len(va["labels"]), cv=3)
         s, y = head.log_proba(None, va["states"]), va["y"]
-        cal, temp = _cross_fit(s, y, POST_FIT["batch prior + fitted bias + T"]), _cross_fit(s, y, _temperature_only)
+        cal, temp = (_cross_fit(s, y, POST_FIT[name]) for name in ("batch prior + fitted bias + T", "temperature only"))
         out[dkey] = {"n_per_class": args.per_class, "n_validation": len(y),
                      "raw_accuracy": float((s.argmax(1) == y).mean()),
                      "default (batch prior + fitted bias + T)": metrics(y, [cal]),

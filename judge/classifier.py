@@ -519,8 +519,8 @@ class Classifier(CalibratedMixin):
         Everything is validated before any text is scored; the fitted state
         (``adaptation_``) is swapped in at the end, so a failed or interrupted
         fit leaves the classifier as it was. A calibration fitted before is
-        dropped: call :meth:`calibrate` afterwards, on texts the fit never saw
-        (after a head its ``bias="auto"`` is ``"cv"``). ``predict`` then scores in full (the certified search steps aside).
+        dropped: call :meth:`calibrate` afterwards, on texts the fit never saw (after a
+        head, ``bias="auto"`` is ``"cv"``). ``predict`` then scores in full (no certified search).
         Methods and options: :mod:`judge.adaptation.fit`.
 
         Parameters

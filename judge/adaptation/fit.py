@@ -51,6 +51,7 @@ FEATURES = ("auto", "hidden+scores", "hidden")
 #: datasets, -1.0 to +0.2 at 16 and -0.6 at 64 (TREC, the only rows with cached scores), while its
 #: exact scoring of every training text costs ~0.6 CPU-s per text at 77 labels (11x the states).
 AUTO_OFFSET_PER_CLASS = 8
+_EVERY_LABEL_SCORED = ("exact", "first_token")  # the paths whose zero-shot scores can be the offset
 
 
 def per_class_indices(y, n: int, seed: int = 0) -> np.ndarray:
@@ -208,7 +209,7 @@ def resolve_features(features, n, k, path, scores_given=False) -> str:
     """
     if features != "auto":
         return features
-    if scores_given or (n <= AUTO_OFFSET_PER_CLASS * k and path in ("exact", "first_token")):
+    if scores_given or (n <= AUTO_OFFSET_PER_CLASS * k and path in _EVERY_LABEL_SCORED):
         return "hidden+scores"
     return "hidden"
 
@@ -259,7 +260,7 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
 
         scores = o["scores"]
         o["features"] = resolve_features(o["features"], len(texts), K, clf.method_, scores is not None)
-        if o["features"] == "hidden+scores" and clf.method_ not in ("exact", "first_token"):
+        if o["features"] == "hidden+scores" and clf.method_ not in _EVERY_LABEL_SCORED:
             raise ValueError(
                 "features='hidden+scores' needs an exact zero-shot score for every label, which the "
                 f"{clf.method_!r} path does not give (it leaves labels at -inf); use features='hidden', or "

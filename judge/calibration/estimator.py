@@ -16,7 +16,7 @@ import numpy as np
 
 from judge._checks import check_texts, label_indices
 from judge._errors import NotCalibratedError
-from judge.calibration.state import Calibration, check_calibrate_args, prior_bias, resolve_bias
+from judge.calibration.state import check_calibrate_args, fit_resolved, resolve_bias
 
 __all__ = ["CalibratedMixin", "check_content_free"]
 
@@ -90,19 +90,13 @@ class CalibratedMixin:
                                       coverage=coverage, confidence=confidence, scores=scores)
         content_free = check_content_free(content_free, "calibrate")  # checked whether or not this bias uses it
         fitted = getattr(getattr(self, "adaptation_", None), "kind", None)
-        prior, fit_l2, name = resolve_bias(bias, self.compiled_.method, bias_l2, fitted)
+        resolved = resolve_bias(bias, self.compiled_.method, bias_l2, fitted)
         if scores is None:
             scores = self.decision_function(texts)
-        content = self.content_free_scores(content_free) if prior == "contextual" else None
-        if fit_l2 == "cv":  # the bias's L2 (bias="cv": or no bias) by out-of-fold NLL on these texts
-            from judge.calibration.state import choose_bias_l2
-
-            fit_l2 = choose_bias_l2(scores, yi, prior, content_free_scores=content, with_none=name == "cv")["l2"]
-            if name == "cv":
-                prior, name = (None, "cv: none") if fit_l2 is None else (prior, f"cv: {prior}+fit")
-        cal = Calibration.fit(tuple(self.labels), scores, yi, bias=prior_bias(prior, scores, content),
-                              bias_method=name, temperature=temperature, target_accuracy=target_accuracy,
-                              coverage=coverage, confidence=confidence, fit_bias=fit_l2)
+        content = self.content_free_scores(content_free) if resolved[0] == "contextual" else None
+        cal = fit_resolved(tuple(self.labels), scores, yi, resolved, content_free_scores=content,
+                           temperature=temperature, target_accuracy=target_accuracy, coverage=coverage,
+                           confidence=confidence)
         object.__setattr__(self, "calibration_", cal)
         return self
 

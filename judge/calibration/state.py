@@ -20,8 +20,8 @@ import numpy as np
 
 from judge._math import softmax
 
-__all__ = ["Calibration", "BIASES", "AUTO_BIAS", "AUTO_BIAS_AFTER_FIT", "BIAS_L2_GRID", "check_calibrate_args", "resolve_bias", "prior_bias",
-           "choose_bias_l2"]
+__all__ = ["Calibration", "BIASES", "AUTO_BIAS", "AUTO_BIAS_AFTER_FIT", "BIAS_L2_GRID", "check_calibrate_args",
+           "resolve_bias", "prior_bias", "choose_bias_l2", "fit_resolved"]
 
 #: The ``bias`` values ``Classifier.calibrate`` accepts.
 BIASES = ("auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", "cv", None, "none")
@@ -185,6 +185,30 @@ def choose_bias_l2(scores, y, prior, *, content_free_scores=None, grid=BIAS_L2_G
     best = int(np.argmin(np.round(nll, 10)))
     l2 = None if with_none and round(nll_none, 10) <= round(nll[best], 10) else grid[best]
     return {"l2": l2, "grid": grid, "nll": nll.tolist(), "nll_none": float(nll_none) if with_none else None}
+
+
+def fit_resolved(labels, scores, y, resolved, *, content_free_scores=None, **fit_kwargs):
+    """The :class:`Calibration` a :func:`resolve_bias` triple names, its ``"cv"`` choices made first.
+
+    ``resolved``: ``(prior, residual L2 or "cv" or None, name)``; an L2 of ``"cv"`` is chosen by
+    :func:`choose_bias_l2` on these scores (for ``bias="cv"`` with no bias as a candidate: the
+    name becomes ``"cv: none"`` or ``"cv: batch+fit"``). ``fit_kwargs`` go to :meth:`Calibration.fit`.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 3, 90)
+    >>> s = np.log(np.full((90, 3), 0.2)) + 2.0 * np.eye(3)[y]
+    >>> fit_resolved(tuple("abc"), s, y, resolve_bias("cv", "exact", 1.0)).bias_method
+    'cv: none'
+    """
+    prior, fit_l2, name = resolved
+    if fit_l2 == "cv":
+        fit_l2 = choose_bias_l2(scores, y, prior, content_free_scores=content_free_scores, with_none=name == "cv")["l2"]
+        if name == "cv":
+            prior, name = (None, "cv: none") if fit_l2 is None else (prior, f"cv: {prior}+fit")
+    return Calibration.fit(labels, scores, y, bias=prior_bias(prior, scores, content_free_scores), bias_method=name,
+                           fit_bias=fit_l2, **fit_kwargs)
 
 
 @dataclass(frozen=True, eq=False)
