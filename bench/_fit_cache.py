@@ -10,7 +10,8 @@ Every figure of those scripts is derived from this cache (``bench/cache/fit/``, 
 * features, each a `judge.evaluation.score_with_checkpoint` checkpoint (resumable, keyed by the
   classifier's fingerprint and each text): ``scores`` (exact zero-shot label log-probabilities,
   ``decision_function``), ``states`` (`judge.adaptation.answer_states`), ``embed``
-  (`judge.adaptation.text_embeddings`, the baseline's mean-pooled text).
+  (`judge.adaptation.text_embeddings`, the baseline's mean-pooled text), ``minilm`` (the packaged
+  sentence embedder, `judge.encoders.SentenceEncoder`: no language model involved).
 
 What it deliberately does not do: fit or report anything (the scripts do).
 """
@@ -103,11 +104,27 @@ class _Features:
         return self.fn(self.clf, texts)
 
 
+class _Sentence:
+    """``score_with_checkpoint`` adapter for the packaged sentence embedder (no language model involved)."""
+
+    def __init__(self):
+        from judge.encoders import DEFAULT_EMBEDDER, SentenceEncoder
+
+        self.enc = SentenceEncoder(DEFAULT_EMBEDDER)
+        self.labels = [0] * 384
+
+    def fingerprint(self):
+        return f"minilm:{self.enc.model}"
+
+    def decision_function(self, texts):
+        return self.enc(texts).astype(float)
+
+
 def features(clf, kind, texts, path, *, chunk=64) -> np.ndarray:
-    """``scores`` / ``states`` / ``embed`` of ``texts`` through the resumable checkpoint at ``path``."""
+    """``scores`` / ``states`` / ``embed`` / ``minilm`` of ``texts`` through the resumable checkpoint at ``path``."""
     from judge.evaluation import score_with_checkpoint
 
-    obj = clf if kind == "scores" else _Features(clf, kind)
+    obj = clf if kind == "scores" else _Sentence() if kind == "minilm" else _Features(clf, kind)
     return score_with_checkpoint(obj, texts, path, chunk=chunk)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_texts", "label_indices", "check_classifier_options"]
+__all__ = ["check_texts", "label_indices", "label_descriptions", "check_classifier_options", "check_encoder_spec"]
 
 
 def check_texts(texts) -> list[str]:
@@ -61,6 +61,31 @@ def label_indices(labels, y) -> np.ndarray:
     return np.asarray([pos[v] for v in y], np.int64)
 
 
+def label_descriptions(labels):
+    """``{label: description or None}`` when ``labels`` is a mapping, else None (values checked: str or None).
+
+    Examples
+    --------
+    >>> label_descriptions({"billing": "payments and invoices", "other": None})
+    {'billing': 'payments and invoices', 'other': None}
+    >>> label_descriptions(["billing", "other"]) is None
+    True
+    """
+    from collections.abc import Mapping
+
+    if labels is None:
+        raise TypeError("labels must be a list of label names or a dict {label: description}; got None.")
+    if not isinstance(labels, Mapping):
+        return None
+    out = {}
+    for k, v in labels.items():
+        if v is not None and not isinstance(v, str):
+            raise TypeError(f"The description of label {k!r} is {type(v).__name__} ({v!r:.40}); pass a string "
+                            f"or None for labels without one.")
+        out[k] = v
+    return out
+
+
 def check_classifier_options(methods, *, method, batch_size, end_token, pack, rotations, search_budget,
                              search_tolerance, shortlist, shortlist_encoder) -> None:
     """Raise a ValueError naming the first bad `judge.Classifier` option (what was given, what is allowed).
@@ -89,6 +114,41 @@ def check_classifier_options(methods, *, method, batch_size, end_token, pack, ro
         raise ValueError(f"search_tolerance must be a number in (0, 1), got {search_tolerance!r}; e.g. 1e-3.")
     if shortlist is not None and (not isinstance(shortlist, int) or isinstance(shortlist, bool) or shortlist < 1):
         raise ValueError(f"shortlist must be None or a positive int (labels kept per text), got {shortlist!r}.")
-    if not (shortlist_encoder is None or shortlist_encoder in ("model", "tfidf") or callable(shortlist_encoder)):
-        raise ValueError(f"shortlist_encoder must be None/'tfidf', 'model' (the model's hidden states), or a "
-                         f"callable list of str -> (n, d) array; got {shortlist_encoder!r}.")
+    if shortlist_encoder is not None:
+        check_encoder_spec("shortlist_encoder", shortlist_encoder, many=True)
+
+
+def check_encoder_spec(name, spec, *, many=False) -> None:
+    """Raise a ValueError unless ``spec`` names an encoder :func:`judge.encoders.get_encoder` resolves offline.
+
+    A name (``"tfidf"``, ``"tfidf-word"``, ``"minilm"``, ``"model"``, ``"all-MiniLM-L6-v2"``), an
+    existing folder, a callable or an encoder object; with ``many``, also a list of those.
+
+    Examples
+    --------
+    >>> check_encoder_spec("shortlist_encoder", ["tfidf", "minilm"], many=True)
+    >>> check_encoder_spec("embedder", "tfidff")
+    Traceback (most recent call last):
+    ...
+    ValueError: embedder 'tfidff' is not an encoder name ('tfidf', 'tfidf-word', 'minilm', 'model', 'all-MiniLM-L6-v2') nor a sentence-transformers model folder; pass one of those, a callable list of str -> (n, d), or an encoder from judge.encoders.
+    """
+    import os
+
+    if many and isinstance(spec, (list, tuple)) and spec:
+        for s in spec:
+            check_encoder_spec(name, s)
+        return
+    if isinstance(spec, str):
+        from judge.encoders import DEFAULT_EMBEDDER, ENCODER_NAMES
+
+        known = (*ENCODER_NAMES, DEFAULT_EMBEDDER)
+        if spec.lower() in {k.lower() for k in known} | {"sentence-transformers/all-minilm-l6-v2", "embedder"} \
+                or os.path.isdir(os.path.expanduser(spec)):
+            return
+        raise ValueError(f"{name} {spec!r} is not an encoder name ({', '.join(repr(k) for k in known)}) nor a "
+                         f"sentence-transformers model folder; pass one of those, a callable list of str -> (n, d), "
+                         f"or an encoder from judge.encoders.")
+    if callable(spec) or hasattr(spec, "encode"):
+        return
+    raise ValueError(f"{name} must be an encoder name, a folder, a callable list of str -> (n, d) or an encoder "
+                     f"(or a list of them); got {type(spec).__name__} {spec!r:.40}.")

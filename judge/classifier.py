@@ -26,17 +26,17 @@ import warnings
 
 import numpy as np
 
-from judge._checks import check_classifier_options, check_texts, label_indices
+from judge._checks import check_classifier_options, check_texts, label_descriptions, label_indices
 from judge._errors import NotCalibratedError
 from judge._math import softmax
 from judge.automaton.trie import as_label_list, validate_labels
-from judge.calibration.estimator import CalibratedMixin, check_content_free
+from judge.calibration.estimator import CalibratedMixin, check_prior
 from judge.prompts import PromptTemplate, label_names_for
 
 __all__ = ["Classifier", "METHODS"]
 
 METHODS = ("auto", "first_token", "exact", "search", "decode")
-_PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "device", "think",
+_PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "descriptions", "describe", "device", "think",
            "think_tokens", "top_k", "decode_above", "end_token", "rotations", "shortlist", "shortlist_encoder",
            "backend")
 
@@ -46,8 +46,9 @@ class Classifier(CalibratedMixin):
 
     Parameters
     ----------
-    labels : sequence of str, length K
-        The classes, as the caller names them (``classes_`` keeps this order).
+    labels : sequence of str, length K, or mapping {label: description}
+        The classes, as the caller names them (``classes_`` keeps this order). A mapping also says
+        what each label means (None: nothing): the model then scores what ``describe`` says.
     model : None, str, path or PreTrainedModel
         ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model; a
         hub id or local folder; or a loaded model (then pass ``tokenizer``).
@@ -72,6 +73,9 @@ class Classifier(CalibratedMixin):
     label_names : None, "natural", "raw", dict or list
         What the model writes for each label (default: ``card_arrival`` ->
         ``card arrival``); predictions always map back to ``labels``.
+    describe : {"auto", "name", "description", "both"}
+        What the model writes for a described label: its name, its description, or
+        ``name: description`` (``auto``: :data:`judge.prompts.AUTO_DESCRIBE`, chosen on validation).
     batch_size : int
         Texts per forward pass.
     device : str, optional
@@ -115,6 +119,11 @@ class Classifier(CalibratedMixin):
         it kept the gold code in the top 256 for 83% of texts against 56% for
         the model's states), the model's own mean-pooled hidden states, or any
         ``list of str -> (n, d)`` function.
+    prior : {"auto", "contextual", "batch", None}
+        The label-free correction applied before :meth:`calibrate` or :meth:`fit` (which replace it):
+        the model's preference for some labels whatever the text, divided out without labels
+        (:meth:`prior_for`, :mod:`judge.calibration.estimator`; ``auto``: chosen on validation).
+        :meth:`decision_function` stays raw.
     backend : {"transformers", "vllm"}
         Who scores: the transformers :class:`~judge.engine.Engine`, or vLLM
         (:class:`judge.backends.vllm.VLLMScorer`, its own environment: ``scripts/setup_vllm.sh``;
@@ -131,8 +140,7 @@ class Classifier(CalibratedMixin):
     calibration_ : Calibration or None
     adaptation_ : None, or what :meth:`fit` fitted (``kind``: "head", "lora" or "demos")
     bias_, temperature_, threshold_ : fitted by :meth:`calibrate`
-    search_report_ : judge.engine.SearchResult or None
-        The last certified search's per-text ``certified``, ``gap``, ``fed``.
+    search_report_ : judge.engine.SearchResult or None (the last certified search's report)
 
     Examples
     --------
@@ -156,13 +164,15 @@ class Classifier(CalibratedMixin):
                  label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False,
                  pack=1, rotations=1, search_budget=20_000, search_tolerance=1e-3, shortlist=None,
-                 shortlist_encoder=None, backend="transformers"):
+                 shortlist_encoder=None, backend="transformers", prior="auto", describe="auto"):
         object.__setattr__(self, "_lock", threading.RLock())
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "calibration_", None)
         object.__setattr__(self, "adaptation_", None)  # set by fit(): a head, adapters or demonstrations
+        self.descriptions = label_descriptions(labels)
         self.labels = as_label_list(labels)
         validate_labels(self.labels)
+        self.describe = describe
         check_classifier_options(METHODS, method=method, batch_size=batch_size, end_token=end_token, pack=pack,
                                  rotations=rotations, search_budget=search_budget,
                                  search_tolerance=search_tolerance, shortlist=shortlist,
@@ -184,16 +194,19 @@ class Classifier(CalibratedMixin):
             raise TypeError(f"backend='vllm' loads the model itself: pass a hub id or a folder (or None for the "
                             f"packaged model), not a loaded {type(model).__name__}.")
         self.backend = backend
+        self.prior = check_prior(prior)
         object.__setattr__(self, "search_report_", None)
         from judge.labels import check_distinguishable
 
-        check_distinguishable(self.labels, label_names_for(self.labels, label_names))  # fail early on look-alikes
+        check_distinguishable(self.labels, label_names_for(self.labels, label_names, self.descriptions,
+                                                           describe))  # fail early on look-alikes
 
     def __setattr__(self, name, value):
         if name in _PARAMS and self.__dict__.get("_compiled") is not None:
             if name == "labels":
                 from judge.labels import check_distinguishable
 
+                object.__setattr__(self, "descriptions", label_descriptions(value))
                 value = as_label_list(value)
                 validate_labels(value)
                 check_distinguishable(value)
@@ -362,29 +375,6 @@ class Classifier(CalibratedMixin):
         """
         return self._scores(check_texts(texts))
 
-    def content_free_scores(self, inputs=("N/A", "", "[MASK]")) -> np.ndarray:
-        """Raw label log-probabilities for content-free inputs (what ``calibrate(bias="contextual")`` uses).
-
-        Unlike :meth:`decision_function`, empty and placeholder strings are accepted: they are
-        the point (the model's label prior when the text says nothing).
-
-        Parameters
-        ----------
-        inputs : sequence of str, length m
-
-        Returns
-        -------
-        ndarray of float64, shape (m, K)
-
-        Examples
-        --------
-        >>> from judge.testing import tiny_pair
-        >>> model, tok = tiny_pair()
-        >>> Classifier(["yes", "no"], model, tokenizer=tok).content_free_scores().shape
-        (3, 2)
-        """
-        return self._scores(check_content_free(inputs, "content_free_scores"))
-
     def _scores(self, texts) -> np.ndarray:
         ad = self.adaptation_  # fitted by fit(): its scores replace the zero-shot ones
         if ad is not None:
@@ -461,17 +451,22 @@ class Classifier(CalibratedMixin):
         """
         if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance < 1.0):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}.")
-        cal = self.calibration_
         texts = check_texts(texts)
+        kind = self.prior_for(len(texts))
+        cal = self._calibration_for(kind)
         if tolerance is None:
             tolerance = self.search_tolerance if self._setup().method == "search" else 0.0
-        if tolerance > 0 and texts:
+        if tolerance > 0 and texts and kind != "batch":
             res = self._search(texts, cal, "tolerance", float(tolerance))
             if res is not None:
                 s = np.nan_to_num(res.dense(len(self.labels)), nan=-np.inf)
                 return cal.transform(s) if cal is not None else softmax(s)
         scores = self._scores(texts)
-        return cal.transform(scores) if cal is not None else softmax(scores)
+        if kind == "batch":
+            cal = self._calibration_for(kind, scores)
+        proba = cal.transform(scores) if cal is not None else softmax(scores)
+        self._warn_if_collapsed(proba.argmax(1) if len(proba) else [])
+        return proba
 
     def predict(self, texts, *, abstain: bool = False) -> np.ndarray:
         """The most probable label of each text (or None below ``threshold_`` with ``abstain=True``).
@@ -502,13 +497,19 @@ class Classifier(CalibratedMixin):
                 "This Classifier has no abstention threshold: call calibrate(texts, y, target_accuracy=...) "
                 "or calibrate(texts, y, coverage=...) before predict(abstain=True).")
         texts = check_texts(texts)
-        res = None if abstain or not texts else self._search(texts, cal, "argmax", 0.0)
+        kind = self.prior_for(len(texts))
+        cal = self._calibration_for(kind)
+        res = None if abstain or not texts or kind == "batch" else self._search(texts, cal, "argmax", 0.0)
         if res is not None:  # the exact argmax, proven by the prefix bound, without full scoring
-            return self.classes_[res.argmax(*((cal.bias, cal.temperature) if cal is not None else ()))]
+            top = res.argmax(*((cal.bias, cal.temperature) if cal is not None else ()))
         else:
             scores = self._scores(texts)
+            if kind == "batch":
+                cal = self._calibration_for(kind, scores)
             proba = cal.transform(scores) if cal is not None else softmax(scores)
-        out = self.classes_[np.argmax(proba, axis=1)] if len(proba) else np.empty(0, dtype=object)
+            top = np.argmax(proba, axis=1) if len(proba) else np.zeros(0, np.int64)
+        self._warn_if_collapsed(top)
+        out = self.classes_[top] if len(top) else np.empty(0, dtype=object)
         if abstain:
             out[proba.max(axis=1) < cal.threshold] = None
         return out
@@ -596,5 +597,4 @@ class Classifier(CalibratedMixin):
         return load_classifier(cls, directory, model=model, tokenizer=tokenizer, device=device)
 
     def __repr__(self):
-        model = self.model if self.model is not None else "smollm2-135m-instruct"
-        return f"Classifier(K={len(self.labels)}, model={model!r}, method={self.method!r})"
+        return f"Classifier(K={len(self.labels)}, model={self.model or 'smollm2-135m-instruct'!r}, method={self.method!r})"

@@ -91,7 +91,7 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
         "batch_size": clf.batch_size, "batch_invariant": clf.batch_invariant,
         "think": clf.think, "think_tokens": clf.think_tokens, "top_k": clf.top_k,
         "decode_above": clf.decode_above, "end_token": clf.end_token, "rotations": clf.rotations,
-        "calibration": None,
+        "prior": clf.prior, "descriptions": clf.descriptions, "describe": clf.describe, "calibration": None,
     }
     cal = clf.calibration_
     if cal is not None:
@@ -179,10 +179,16 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
     names = cfg["label_names"]
     if isinstance(names, dict):
         names = names.get("mapping")
-    clf = cls(labels, model, tokenizer=tokenizer, method=cfg["method"], prompt=prompt, label_names=names,
+    descriptions = cfg.get("descriptions")
+    if descriptions is not None:
+        if not isinstance(descriptions, dict) or list(descriptions) != list(labels):
+            raise ValueError(f"{path}: field 'descriptions' should map the labels, in their order, to descriptions; "
+                             f"got {descriptions!r:.80}.")
+    clf = cls(descriptions if descriptions is not None else labels, model, tokenizer=tokenizer, method=cfg["method"], prompt=prompt, label_names=names,
               batch_size=cfg["batch_size"], device=device, think=cfg["think"], think_tokens=cfg["think_tokens"],
               top_k=cfg["top_k"], decode_above=cfg["decode_above"], end_token=cfg["end_token"],
-              batch_invariant=cfg["batch_invariant"], rotations=cfg.get("rotations", 1))
+              batch_invariant=cfg["batch_invariant"], rotations=cfg.get("rotations", 1),
+              prior=cfg.get("prior", "auto"), describe=cfg.get("describe", "auto"))
     cal = cfg["calibration"]
     if cal:
         if not isinstance(cal, dict):

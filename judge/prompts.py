@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from judge._errors import LabelError
 
-__all__ = ["PromptTemplate", "DEFAULT_PROMPT", "DEFAULT_SYSTEM", "GUARDED_SYSTEM", "DEFAULT_COMPLETION", "natural_label", "label_names_for", "encode_pieces"]
+__all__ = ["PromptTemplate", "DEFAULT_PROMPT", "DEFAULT_SYSTEM", "GUARDED_SYSTEM", "DEFAULT_COMPLETION", "DESCRIBE",
+           "AUTO_DESCRIBE", "natural_label", "label_names_for", "encode_pieces"]
 
 DEFAULT_SYSTEM = (
     "You are a text classifier. Read the user's message and reply with exactly one label from "
@@ -34,6 +35,10 @@ DEFAULT_COMPLETION = (
     "Classify the text into exactly one of these labels.\n\nLabels:\n{labels}\n\nText: {text}\nLabel:"
 )
 _SENTINEL = "\x00JUDGE_TEXT\x00"
+#: What the model writes for a label with a description (``Classifier({label: description}, describe=...)``).
+DESCRIBE = ("auto", "name", "description", "both")
+#: ``describe="auto"``: chosen on the validation splits (bench/descriptions.py select; see the README).
+AUTO_DESCRIBE = "both"
 
 
 def natural_label(label: str, *, lower_first: bool = True) -> str:
@@ -62,7 +67,7 @@ def natural_label(label: str, *, lower_first: bool = True) -> str:
     return " ".join(words) or label
 
 
-def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
+def label_names_for(labels: Sequence[str], label_names=None, descriptions=None, describe="auto") -> list[str]:
     """What the model writes for each label.
 
     Parameters
@@ -72,6 +77,11 @@ def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
         ``None``/``"natural"``: underscores become spaces; ``"raw"``: the labels
         as given; a mapping ``{label: name}`` (missing labels use their natural
         form) or a sequence of K names.
+    descriptions : mapping, optional
+        ``{label: description or None}``: what each label means, in the caller's words.
+    describe : {"auto", "name", "description", "both"}
+        What the model writes for a label with a description: its name, its description, or
+        ``name: description`` (``auto``: :data:`AUTO_DESCRIBE`). Labels without one: the name.
 
     Returns
     -------
@@ -80,13 +90,15 @@ def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
     Raises
     ------
     LabelError
-        Names collide (e.g. ``a_b`` and ``a b`` both become ``a b``), or a
-        sequence of the wrong length.
+        Names collide (e.g. ``a_b`` and ``a b`` both become ``a b``; two labels with the same
+        description written alone), or a sequence of the wrong length.
 
     Examples
     --------
     >>> label_names_for(["card_arrival", "pin"], {"pin": "PIN code"})
     ['card arrival', 'PIN code']
+    >>> label_names_for(["card_arrival", "pin"], descriptions={"pin": "a PIN is blocked"}, describe="both")
+    ['card arrival', 'pin: a PIN is blocked']
     """
     labels = list(labels)
     if label_names is None or label_names == "natural":
@@ -106,6 +118,17 @@ def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
     else:
         raise LabelError(
             f"label_names must be None, 'natural', 'raw', a dict or a list of names; got {label_names!r}.")
+    if descriptions:
+        mode = AUTO_DESCRIBE if describe == "auto" else describe
+        if mode not in DESCRIBE[1:]:
+            raise LabelError(f"describe must be one of {DESCRIBE}, got {describe!r}.")
+        if mode != "name":
+            out = []
+            for lab, name in zip(labels, names):
+                d = descriptions.get(lab)
+                d = " ".join(str(d).split()) if d is not None else ""
+                out.append(name if not d else d if mode == "description" else f"{name}: {d}")
+            names = out
     seen = {}
     for lab, name in zip(labels, names):
         if not name.strip():
@@ -113,7 +136,8 @@ def label_names_for(labels: Sequence[str], label_names=None) -> list[str]:
         if name in seen:
             raise LabelError(
                 f"Labels {seen[name]!r} and {lab!r} are both shown to the model as {name!r}, so they "
-                f"could not be told apart; pass label_names='raw' or a dict with distinct names.")
+                f"could not be told apart; pass label_names='raw', a dict with distinct names, or distinct "
+                f"descriptions.")
         seen[name] = lab
     return names
 

@@ -95,6 +95,7 @@ class CompiledLabels:
     option_trie: object = None
     rotated: list = None  # the same labels under the other list rotations (Classifier(rotations=R))
     shortlist: object = None  # judge.retrieval.Shortlist, built on first use (Classifier(shortlist=M))
+    label_prior: object = None  # the contextual label-free prior, (K,) log-distribution, scored on first use
 
     def pieces(self, text: str, extra=()):
         return [(self.prefix, False), (text, True), (self.tail, False), *extra]
@@ -448,7 +449,7 @@ def _compile_prompt(clf, eng, prompt, method=None):
     """CompiledLabels for one prompt template (one list order)."""
     tok = eng.tokenizer_
     chat = prompt.uses_chat(tok)
-    names = label_names_for(clf.labels, clf.label_names)
+    names = label_names_for(clf.labels, clf.label_names, clf.descriptions, clf.describe)
     surfaces = [prompt.label_prefix(tok) + n for n in names]
     prefix, suffix = prompt.split(tok, names)
     tail = suffix.split("{text}", 1)[1]
@@ -542,8 +543,9 @@ def shortlist_of(clf, c: CompiledLabels):
     """The retrieval shortlist of ``clf`` (``shortlist=M``), built once per compiled label set.
 
     ``shortlist_encoder``: None or ``"tfidf"`` (character n-gram TF-IDF, the default: chosen on
-    ICD-10-CM validation texts, see the README), ``"model"`` (the model's own mean-pooled hidden
-    states), or any callable ``list of str -> (n, d)``.
+    ICD-10-CM validation texts, see the README), ``"minilm"`` (the packaged sentence embedder),
+    ``"model"`` (the model's own mean-pooled hidden states), any encoder or callable
+    ``list of str -> (n, d)`` (:mod:`judge.encoders`), or a list of them (summed similarities).
 
     Examples
     --------
@@ -555,12 +557,13 @@ def shortlist_of(clf, c: CompiledLabels):
     [[1]]
     """
     if c.shortlist is None:
-        from judge.retrieval import ModelEncoder, Shortlist, TfidfEncoder
+        from judge.encoders import LMEncoder
+        from judge.retrieval import Shortlist
+
+        def resolve(e):  # the LM's own states need this classifier's model
+            return LMEncoder(c.engine.model_, c.engine.tokenizer_) if isinstance(e, str) and e == "model" else e
 
         enc = clf.shortlist_encoder
-        if enc == "model":
-            enc = ModelEncoder(c.engine.model_, c.engine.tokenizer_)
-        elif enc in (None, "tfidf"):
-            enc = TfidfEncoder()
+        enc = [resolve(e) for e in enc] if isinstance(enc, (list, tuple)) else resolve(enc)
         c.shortlist = Shortlist(c.names, clf.shortlist, encoder=enc)
     return c.shortlist

@@ -53,6 +53,7 @@ def _calibrated_data(rng: np.random.Generator, n: int, n_classes: int = 5, scale
 def test_public_names_are_pinned():
     assert sorted(cal.__all__) == sorted(
         [
+            "CONTENT_FREE",
             "contextual_bias",
             "batch_bias",
             "apply_bias",

@@ -130,7 +130,7 @@ def test_a_spent_budget_is_flagged_with_its_gap(tiny_llama):
 def test_search_feeds_fewer_tokens_and_zero_tolerance_is_full(tiny_llama):
     model, tok = tiny_llama
     labels = tool_names(40, 0)
-    clf = Classifier(labels, model, tokenizer=tok, method="exact")
+    clf = Classifier(labels, model, tokenizer=tok, method="exact", prior=None)  # raw scores (the prior: test_prior)
     full = clf.decision_function(TEXTS)
     fed_full = clf.engine_.last_usage_["input_tokens"]
     pred = clf.predict(TEXTS)

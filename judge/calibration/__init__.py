@@ -36,7 +36,7 @@ Examples
 from judge._math import softmax
 
 from .abstention import clopper_pearson_lower, select_threshold
-from .bias import apply_bias, batch_bias, contextual_bias, fit_bias_temperature
+from .bias import CONTENT_FREE, apply_bias, batch_bias, contextual_bias, fit_bias_temperature
 from .conformal import ConformalPredictor, conformal_quantile, conformity_scores
 from .metrics import (
     aurc,
@@ -58,6 +58,7 @@ from .temperature import TemperatureScaler
 __all__ = [
     "softmax",
     # bias.py
+    "CONTENT_FREE",
     "contextual_bias",
     "batch_bias",
     "apply_bias",

@@ -29,7 +29,12 @@ from scipy.special import logsumexp
 
 from ._validation import check_log_scores
 
-__all__ = ["contextual_bias", "batch_bias", "apply_bias", "fit_bias_temperature"]
+__all__ = ["CONTENT_FREE", "contextual_bias", "batch_bias", "apply_bias", "fit_bias_temperature"]
+
+#: Inputs that say nothing: the mean label distribution a model gives them is its label-free prior
+#: (``contextual``). The same three strings serve ``Classifier.calibrate``, the Classifier's default
+#: label-free correction (``Classifier(prior=...)``) and the decisions' content-free states.
+CONTENT_FREE = ("N/A", "", "[MASK]")
 
 
 def _normalize_rows(z: np.ndarray) -> np.ndarray:

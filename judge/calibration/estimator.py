@@ -1,10 +1,22 @@
-"""The calibrated half of `judge.Classifier`: ``calibrate``, the fitted values, conformal sets.
+"""The calibrated half of `judge.Classifier`: the label-free prior, ``calibrate``, the fitted values, conformal sets.
 
 A mixin, as scikit-learn's ``ClassifierMixin``: it needs from its class only
-public members (``labels``, ``compiled_.method``, ``decision_function``,
-``content_free_scores`` and the ``calibration_`` slot) and keeps everything it
-fits in one frozen :class:`judge.calibration.state.Calibration`, swapped in one
-assignment (readers see the old or the new calibration, never a mix).
+public members (``labels``, ``prior``, ``shortlist``, ``batch_invariant``, ``compiled_``,
+``decision_function``, the ``calibration_`` and ``adaptation_`` slots) and its raw scorer
+``_scores``, and keeps everything it fits in one frozen
+:class:`judge.calibration.state.Calibration`, swapped in one assignment (readers see the old
+or the new calibration, never a mix).
+
+**The label-free prior** (``Classifier(prior=...)``): before any ``calibrate()`` or ``fit()``,
+a small model prefers some labels whatever the text (shorter, more frequent, earlier). The
+default divides out, with no labels, an estimate of that preference: the mean distribution
+the model gives content-free inputs (:data:`judge.calibration.CONTENT_FREE`, scored once per
+label set and cached: ``contextual``, what the decisions server does per question), at the
+strength :data:`AUTO_PRIOR_STRENGTH` chosen on validation (``auto``; ``contextual`` divides it
+out whole). It does not depend on the other texts of a call. ``batch`` (opt-in) divides out
+the mean distribution over the call's own texts instead: strong on a call whose texts spread
+over the labels, but a call concentrated on a few labels has its true answers divided out
+(measured: bench/priors.py). :meth:`scores_to_proba` applies exactly what ``predict_proba`` applies.
 
 What it deliberately does not do: score (the class does) or fit the numbers
 itself (:mod:`judge.calibration.state` does).
@@ -12,13 +24,45 @@ itself (:mod:`judge.calibration.state` does).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from judge._checks import check_texts, label_indices
 from judge._errors import NotCalibratedError
-from judge.calibration.state import check_calibrate_args, fit_resolved, resolve_bias
+from judge._math import softmax
+from judge.calibration.bias import CONTENT_FREE, batch_bias, contextual_bias
+from judge.calibration.state import Calibration, check_calibrate_args, fit_resolved, resolve_bias
 
-__all__ = ["CalibratedMixin", "check_content_free"]
+__all__ = ["CalibratedMixin", "check_content_free", "PRIORS", "AUTO_PRIOR_STRENGTH", "check_prior",
+           "COLLAPSE_SHARE", "COLLAPSE_MIN_TEXTS"]
+
+#: The label-free corrections ``Classifier(prior=...)`` applies before ``calibrate()`` / ``fit()``.
+PRIORS = ("auto", "contextual", "batch", "none", None)
+#: ``prior="auto"``: the contextual prior divided out at this strength (``s - strength * prior``), chosen
+#: on the four validation splits (bench/priors.py select; see the README).
+AUTO_PRIOR_STRENGTH = 0.75
+#: A call whose answers give one label to more than this share of at least ``COLLAPSE_MIN_TEXTS``
+#: texts warns that the answers have collapsed (and says what to do).
+COLLAPSE_SHARE = 0.9
+COLLAPSE_MIN_TEXTS = 20
+
+
+def check_prior(prior):
+    """``prior`` if it is one of :data:`PRIORS`, else a ValueError listing them.
+
+    Examples
+    --------
+    >>> check_prior("auto")
+    'auto'
+    >>> check_prior("uniform")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown prior 'uniform'; valid values are ('auto', 'contextual', 'batch', 'none', None).
+    """
+    if prior not in PRIORS:
+        raise ValueError(f"Unknown prior {prior!r}; valid values are {PRIORS}.")
+    return prior
 
 
 class CalibratedMixin:
@@ -31,8 +75,117 @@ class CalibratedMixin:
     True
     """
 
+    # ------------------------------------------------------------------ the label-free prior
+    def content_free_scores(self, inputs=CONTENT_FREE) -> np.ndarray:
+        """Raw label log-probabilities for content-free inputs (the ``contextual`` prior's evidence).
+
+        Unlike :meth:`decision_function`, empty and placeholder strings are accepted: they are
+        the point (the model's label prior when the text says nothing).
+
+        Parameters
+        ----------
+        inputs : sequence of str, length m
+
+        Returns
+        -------
+        ndarray of float64, shape (m, K)
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> Classifier(["yes", "no"], model, tokenizer=tok).content_free_scores().shape
+        (3, 2)
+        """
+        return self._scores(check_content_free(inputs, "content_free_scores"))
+
+    def prior_for(self, n_texts: int) -> str | None:
+        """Which label-free prior a call of ``n_texts`` texts gets now: ``"contextual"``, ``"batch"`` or None.
+
+        None once :meth:`calibrate` or ``fit`` has run (they replace it), with ``prior=None`` /
+        ``"none"``, for a single label, and on paths that do not score every label (certified
+        search over a huge label set, decode, a shortlist). ``batch`` needs at least two texts and
+        ``batch_invariant=False`` (else ``contextual``).
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> clf = Classifier(["yes", "no"], model, tokenizer=tok)
+        >>> clf.prior_for(1), clf.prior_for(100)
+        ('contextual', 'contextual')
+        >>> Classifier(["yes", "no"], model, tokenizer=tok, prior="batch").prior_for(100)
+        'batch'
+        """
+        if self.calibration_ is not None or getattr(self, "adaptation_", None) is not None or len(self.labels) < 2:
+            return None
+        p = "contextual" if self.prior == "auto" else self.prior
+        if p in (None, "none") or self.shortlist is not None or self.compiled_.method not in ("exact", "first_token"):
+            return None
+        if p == "batch" and (n_texts < 2 or self.batch_invariant):
+            p = "contextual"  # one text's answer must not depend on the others in its call
+        return p
+
+    def _calibration_for(self, kind, scores=None):
+        """What maps a call's raw scores to probabilities: ``calibration_``, a prior-only Calibration, or None."""
+        if self.calibration_ is not None or kind is None:
+            return self.calibration_
+        if kind == "batch":
+            return None if scores is None or not len(scores) else Calibration.prior_only(
+                tuple(self.labels), batch_bias(scores), "prior: batch")
+        c = self.compiled_
+        prior = getattr(c, "label_prior", None)
+        if prior is None:  # scored once per compiled label set
+            prior = contextual_bias(self.content_free_scores(CONTENT_FREE))
+            c.label_prior = prior
+        strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
+        return Calibration.prior_only(tuple(self.labels), strength * prior, f"prior: contextual x {strength:g}")
+
+    def scores_to_proba(self, scores) -> np.ndarray:
+        """The probabilities :meth:`predict_proba` gives for raw scores of one call: (n, K) -> (n, K).
+
+        ``scores`` are :meth:`decision_function`'s for the texts of one call; the calibration
+        (after :meth:`calibrate`) or the label-free prior (before it, :meth:`prior_for` of ``n``)
+        is applied as ``predict_proba`` would.
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> clf = Classifier(["yes", "no"], model, tokenizer=tok)
+        >>> s = clf.decision_function(["Is water wet?"])
+        >>> bool(np.allclose(clf.scores_to_proba(s), clf.predict_proba(["Is water wet?"])))
+        True
+        """
+        s = np.asarray(scores, np.float64)
+        if s.ndim != 2 or s.shape[1] != len(self.labels):
+            raise ValueError(f"scores must have shape (n, {len(self.labels)}) (decision_function's), got {s.shape}.")
+        cal = self._calibration_for(self.prior_for(len(s)), s)
+        return cal.transform(s) if cal is not None else softmax(s)
+
+    def _warn_if_collapsed(self, top) -> None:
+        """Warn when one label answers more than COLLAPSE_SHARE of a call of >= COLLAPSE_MIN_TEXTS texts."""
+        top = np.asarray(top)
+        if len(top) < COLLAPSE_MIN_TEXTS or len(self.labels) < 2:
+            return
+        counts = np.bincount(top, minlength=len(self.labels))
+        k = int(counts.argmax())
+        if counts[k] > COLLAPSE_SHARE * len(top):
+            state = ("calibrated" if self.calibration_ is not None else
+                     f"fitted ({self.adaptation_.kind})" if getattr(self, "adaptation_", None) is not None else
+                     f"prior {self.prior_for(len(top))!r}")
+            warnings.warn(
+                f"{counts[k]} of the {len(top)} texts were answered {self.labels[k]!r} ({state}): the answers have "
+                f"collapsed onto one label. If that is not what the texts say: calibrate(texts, y) on a few "
+                f"labelled texts per label, fit(texts, y), describe the labels (Classifier({{label: description}})),"
+                f" or check the label names. (If one label really is that frequent, ignore this warning.)",
+                UserWarning, stacklevel=3)
+
     def calibrate(self, texts, y, *, bias="auto", temperature=True, target_accuracy=None,
-                  coverage=None, confidence=0.95, content_free=("N/A", "", "[MASK]"), scores=None,
+                  coverage=None, confidence=0.95, content_free=CONTENT_FREE, scores=None,
                   bias_l2=1.0):
         """Fit label-bias correction, temperature and (optionally) an abstention threshold.
 

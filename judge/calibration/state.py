@@ -287,6 +287,26 @@ class Calibration:
         return softmax(s)
 
     @classmethod
+    def prior_only(cls, labels, bias, bias_method=None) -> Calibration:
+        """A label-free correction as a Calibration: ``bias`` (K,) divided out, no temperature, nothing fitted.
+
+        Non-finite entries of ``bias`` (labels the prior's inputs never reached) are replaced by the
+        mean of the finite ones, as in :meth:`fit`.
+
+        Examples
+        --------
+        >>> cal = Calibration.prior_only(("a", "b"), np.log([0.8, 0.2]), "prior: contextual")
+        >>> cal.transform(np.log([[0.8, 0.2]])).round(3).tolist()
+        [[0.5, 0.5]]
+        """
+        b = np.asarray(bias, np.float64)
+        finite = np.isfinite(b)
+        b = np.where(finite, b, b[finite].mean() if finite.any() else 0.0)
+        K = len(labels)
+        return cls(tuple(labels), b, None, None, np.zeros((0, K)), np.zeros(0, np.int64), {"bias": bias_method},
+                   bias_method)
+
+    @classmethod
     def fit(cls, labels, scores, y, *, bias=None, bias_method=None, temperature=True, target_accuracy=None,
             coverage=None, confidence=0.95, fit_bias=None) -> Calibration:
         """Fit temperature (and threshold) on log-scores ``(n, K)`` with true indices ``(n,)``.
