@@ -28,7 +28,7 @@ reported per candidate: the top share (the largest fraction of texts given one l
     python bench/priors.py test --json bench/results/priors_test.json        # once, after select
 
 What it deliberately does not do: look at test before the default is fixed (``test`` reads
-``judge.calibration.estimator.AUTO_PRIOR_STRENGTH`` from the library).
+``judge.calibration.bias.AUTO_PRIOR_STRENGTH`` from the library).
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def select(args):
 
 def test(args):
     """The library's default now, on test once, beside the other candidates and the calibrated figure."""
-    from judge.calibration.estimator import AUTO_PRIOR_STRENGTH
+    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
     from judge.calibration.state import fit_resolved, resolve_bias
 
     out = {"split": "test1000", "auto_prior_strength": AUTO_PRIOR_STRENGTH, "datasets": {}}

@@ -26,22 +26,30 @@ import warnings
 
 import numpy as np
 
-from judge._checks import check_classifier_options, check_texts, label_descriptions, label_indices
+from judge._checks import (
+    check_classifier_options,
+    check_encoder_spec,
+    check_texts,
+    label_descriptions,
+    label_indices,
+)
 from judge._errors import NotCalibratedError
 from judge._math import softmax
 from judge.automaton.trie import as_label_list, validate_labels
 from judge.calibration.estimator import CalibratedMixin, check_prior
+from judge.inspection import InspectionMixin
 from judge.prompts import PromptTemplate, label_names_for
 
 __all__ = ["Classifier", "METHODS"]
 
 METHODS = ("auto", "first_token", "exact", "search", "decode")
-_PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "descriptions", "describe", "device", "think",
+_PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "descriptions", "describe", "embedder",
+           "device", "think",
            "think_tokens", "top_k", "decode_above", "end_token", "rotations", "shortlist", "shortlist_encoder",
            "backend")
 
 
-class Classifier(CalibratedMixin):
+class Classifier(CalibratedMixin, InspectionMixin):
     """Zero-shot classification with any causal LM, one of ``labels`` by construction.
 
     Parameters
@@ -124,6 +132,11 @@ class Classifier(CalibratedMixin):
         the model's preference for some labels whatever the text, divided out without labels
         (:meth:`prior_for`, :mod:`judge.calibration.estimator`; ``auto``: chosen on validation).
         :meth:`decision_function` stays raw.
+    embedder : None, str or encoder
+        Opt-in: a sentence embedder beside the language model (``"minilm"``, the packaged
+        all-MiniLM-L6-v2, or anything :func:`judge.encoders.get_encoder` takes): the labels' exact
+        scores are fused with the text-label similarity (:mod:`judge.fusion`; ``fusion_`` holds the
+        weights, refitted by :meth:`calibrate`). Every label is then scored in full.
     backend : {"transformers", "vllm"}
         Who scores: the transformers :class:`~judge.engine.Engine`, or vLLM
         (:class:`judge.backends.vllm.VLLMScorer`, its own environment: ``scripts/setup_vllm.sh``;
@@ -164,7 +177,7 @@ class Classifier(CalibratedMixin):
                  label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False,
                  pack=1, rotations=1, search_budget=20_000, search_tolerance=1e-3, shortlist=None,
-                 shortlist_encoder=None, backend="transformers", prior="auto", describe="auto"):
+                 shortlist_encoder=None, backend="transformers", prior="auto", describe="auto", embedder=None):
         object.__setattr__(self, "_lock", threading.RLock())
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "calibration_", None)
@@ -195,6 +208,12 @@ class Classifier(CalibratedMixin):
                             f"packaged model), not a loaded {type(model).__name__}.")
         self.backend = backend
         self.prior = check_prior(prior)
+        if embedder is not None:
+            check_encoder_spec("embedder", embedder)
+        self.embedder = embedder
+        from judge.fusion import DEFAULT_FUSION
+
+        object.__setattr__(self, "fusion_", None if embedder is None else DEFAULT_FUSION)
         object.__setattr__(self, "search_report_", None)
         from judge.labels import check_distinguishable
 
@@ -220,6 +239,12 @@ class Classifier(CalibratedMixin):
                     warnings.warn(f"Changing {name!r} after fit() drops the {self.adaptation_.kind} fitted for "
                                   f"the old setting; call fit() again.", stacklevel=2)
                     object.__setattr__(self, "adaptation_", None)
+        if name == "embedder" and "fusion_" in self.__dict__:
+            if value is not None:
+                check_encoder_spec("embedder", value)
+            from judge.fusion import DEFAULT_FUSION
+
+            object.__setattr__(self, "fusion_", None if value is None else DEFAULT_FUSION)
         object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ setup
@@ -278,79 +303,6 @@ class Classifier(CalibratedMixin):
     def method_(self) -> str:
         return self._setup().method
 
-    @property
-    def automaton_(self):
-        """The label :class:`~judge.automaton.trie.TrieAutomaton` (built on first use)."""
-        c = self._setup()
-        if c.automaton is None:
-            from judge.automaton.trie import TrieAutomaton
-
-            c.automaton = TrieAutomaton.build(c.surfaces, c.engine.vocab_)
-        return c.automaton
-
-    @property
-    def prompt_prefix_(self) -> str:
-        """The prompt text before the text (instructions, label list): its keys/values are cached once."""
-        return self._setup().prefix
-
-    @property
-    def surfaces_(self) -> list[str]:
-        """What the model writes for each label right after the prompt (names with the answer's lead)."""
-        return list(self._setup().surfaces)
-
-    @property
-    def scored_token_ids_(self) -> list[list[int]] | None:
-        """The token sequences scored per label (end token appended where the policy says); None on decode."""
-        c = self._setup()
-        return None if c.label_seqs is None else [list(x) for x in c.label_seqs]
-
-    @property
-    def label_token_ids(self) -> list[list[int]]:
-        """Canonical token ids of each label as written after the prompt: list of K lists."""
-        c = self._setup()
-        return c.engine.option_ids(c.tail, c.surfaces, end_token=False)
-
-    def fingerprint(self) -> str:
-        """A digest of everything that changes a score: labels as shown, prompt, path, options, model weights.
-
-        Used to key cached scores (``judge evaluate`` resumes only when it matches).
-
-        Examples
-        --------
-        >>> from judge.testing import tiny_pair
-        >>> model, tok = tiny_pair()
-        >>> len(Classifier(["yes", "no"], model, tokenizer=tok).fingerprint())
-        64
-        """
-        from judge.persistence import fingerprint
-
-        return fingerprint(self)
-
-    def render_prompt(self, text: str) -> str:
-        """The exact prompt text up to where the answer starts.
-
-        Examples
-        --------
-        >>> from judge.testing import tiny_pair
-        >>> model, tok = tiny_pair()
-        >>> print(Classifier(["yes", "no"], model, tokenizer=tok).render_prompt("Is it?"))
-        Classify the text into exactly one of these labels.
-        <BLANKLINE>
-        Labels:
-        (2 labels; not listed)
-        <BLANKLINE>
-        Text: Is it?
-        Label:
-        """
-        c = self._setup()
-        return "".join(t for t, _ in c.pieces(check_texts([text])[0]))
-
-    def prompt_ids(self, text: str) -> list[int]:
-        """Token ids of the prompt for ``text`` (tokenized whole, truncated as scoring would)."""
-        from judge.scorers import prompt_items
-
-        return list(prompt_items(self._setup(), check_texts([text]))[0].ids)
-
     # ------------------------------------------------------------ scoring
     def decision_function(self, texts) -> np.ndarray:
         """Raw per-label log-probabilities, before calibration.
@@ -378,10 +330,14 @@ class Classifier(CalibratedMixin):
     def _scores(self, texts) -> np.ndarray:
         ad = self.adaptation_  # fitted by fit(): its scores replace the zero-shot ones
         if ad is not None:
-            return ad.decision_function(self, texts, self._zero_shot_scores)
+            return ad.decision_function(self, texts, self._offset_scores)
         return self._zero_shot_scores(texts)
 
     def _zero_shot_scores(self, texts) -> np.ndarray:
+        if self.embedder is not None:  # the LM beside a sentence embedder (judge.fusion)
+            from judge.fusion import experts
+
+            return self.fusion_.combine(*experts(self, texts))
         from judge.scorers import zero_shot_scores
 
         return zero_shot_scores(self, texts)
@@ -390,7 +346,7 @@ class Classifier(CalibratedMixin):
         """The certified search where it applies (else None; not after fit); report in search_report_."""
         from judge.scorers import search_texts
 
-        if self.shortlist is not None or self.adaptation_ is not None:
+        if self.shortlist is not None or self.adaptation_ is not None or self.embedder is not None:
             return None
         res = search_texts(self._setup(), texts, cal, mode, eps, budget=self.search_budget,
                            batch_size=1 if self.batch_invariant else self.batch_size)
@@ -556,7 +512,7 @@ class Classifier(CalibratedMixin):
         from judge.adaptation import fit_adaptation
 
         # from zero-shot, whatever was fitted before
-        fitted = fit_adaptation(self, texts, y, method=method, base_scores=self._zero_shot_scores,
+        fitted = fit_adaptation(self, texts, y, method=method, base_scores=self._offset_scores,
                                 random_state=random_state, callback=callback, **options)
         with self._lock:
             if self.calibration_ is not None:

@@ -53,6 +53,17 @@ def _model_reference(clf, directory: Path, model_ref):
     return {"kind": "name", "value": str(ref)}
 
 
+def _embedder_reference(embedder):
+    """The embedder as JSON (a name, or an encoder's spec); an unnamed callable cannot be saved."""
+    if embedder is None or isinstance(embedder, str):
+        return embedder
+    spec = getattr(embedder, "spec", None)
+    if isinstance(spec, dict) and spec.get("kind") == "sentence":
+        return spec
+    raise ValueError(f"This classifier's embedder ({type(embedder).__name__}) cannot be saved by reference; build it "
+                     f"with embedder='minilm', a sentence-transformers folder, or a SentenceEncoder before save().")
+
+
 def save_classifier(clf, directory, *, model_ref=None) -> Path:
     """Write ``clf`` to ``directory`` (created); returns the folder.
 
@@ -91,7 +102,10 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
         "batch_size": clf.batch_size, "batch_invariant": clf.batch_invariant,
         "think": clf.think, "think_tokens": clf.think_tokens, "top_k": clf.top_k,
         "decode_above": clf.decode_above, "end_token": clf.end_token, "rotations": clf.rotations,
-        "prior": clf.prior, "descriptions": clf.descriptions, "describe": clf.describe, "calibration": None,
+        "prior": clf.prior, "descriptions": clf.descriptions, "describe": clf.describe,
+        "embedder": _embedder_reference(clf.embedder),
+        "fusion": None if clf.fusion_ is None else [clf.fusion_.weight, clf.fusion_.temperature],
+        "calibration": None,
     }
     cal = clf.calibration_
     if cal is not None:
@@ -188,7 +202,15 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
               batch_size=cfg["batch_size"], device=device, think=cfg["think"], think_tokens=cfg["think_tokens"],
               top_k=cfg["top_k"], decode_above=cfg["decode_above"], end_token=cfg["end_token"],
               batch_invariant=cfg["batch_invariant"], rotations=cfg.get("rotations", 1),
-              prior=cfg.get("prior", "auto"), describe=cfg.get("describe", "auto"))
+              prior=cfg.get("prior", "auto"), describe=cfg.get("describe", "auto"), embedder=cfg.get("embedder"))
+    fusion = cfg.get("fusion")
+    if fusion is not None and clf.embedder is not None:
+        from judge.fusion import Fusion
+
+        try:
+            object.__setattr__(clf, "fusion_", Fusion(float(fusion[0]), float(fusion[1])))
+        except (TypeError, ValueError, IndexError) as err:
+            raise ValueError(f"{path}: field 'fusion' should be [weight, temperature], got {fusion!r} ({err}).") from None
     cal = cfg["calibration"]
     if cal:
         if not isinstance(cal, dict):

@@ -96,6 +96,7 @@ class CompiledLabels:
     rotated: list = None  # the same labels under the other list rotations (Classifier(rotations=R))
     shortlist: object = None  # judge.retrieval.Shortlist, built on first use (Classifier(shortlist=M))
     label_prior: object = None  # the contextual label-free prior, (K,) log-distribution, scored on first use
+    label_vectors: object = None  # the embedder's vectors of the labels' texts (Classifier(embedder=...))
 
     def pieces(self, text: str, extra=()):
         return [(self.prefix, False), (text, True), (self.tail, False), *extra]

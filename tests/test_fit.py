@@ -29,15 +29,21 @@ def clf_of(pair, **kw):
 
 
 def test_head_at_its_start_is_zero_shot_bit_for_bit(pair):
+    """At a=1, b=0, W=0 the head gives what the zero-shot classifier gives (its label-free prior included)."""
     clf = clf_of(pair)
-    zero = clf.decision_function(TEXTS)
+    expected = clf.predict_proba(TEXTS)
+    zero_pred = clf.predict(TEXTS)
     d = answer_states(clf, TEXTS[:1]).shape[1]
     start = LinearHead(np.zeros((3, d)), np.zeros(3), 1.0, np.zeros(d), np.ones(d), 1.0)  # a=1, b=0, W=0
     object.__setattr__(clf, "adaptation_", start)
     got = clf.predict_proba(TEXTS)
-    expected = np.exp(zero - np.log(np.exp(zero).sum(1, keepdims=True)))
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
-    assert list(clf.predict(TEXTS)) == list(clf.classes_[zero.argmax(1)])
+    assert list(clf.predict(TEXTS)) == list(zero_pred)
+    raw = clf_of(pair, prior=None)  # without the prior: the raw scores' softmax
+    zero = raw.decision_function(TEXTS)
+    object.__setattr__(raw, "adaptation_", start)
+    np.testing.assert_allclose(raw.predict_proba(TEXTS), np.exp(zero - np.log(np.exp(zero).sum(1, keepdims=True))),
+                               rtol=0, atol=1e-12)
 
 
 def test_fit_with_overwhelming_penalty_stays_at_zero_shot(pair):
@@ -54,13 +60,13 @@ def test_auto_features_use_the_offset_for_few_texts_per_class_only(pair, monkeyp
     from judge.adaptation import fit as fit_module
     from judge.engine import Engine
 
-    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)  # 9 texts, 3 labels: 3 per class <= 8
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0, embedder=False)  # 9 texts, 3 labels: 3 per class <= 8
     assert clf.adaptation_.report["features"] == "hidden+scores" and clf.adaptation_.offset_scale is not None
     monkeypatch.setattr(fit_module, "AUTO_OFFSET_PER_CLASS", 2)  # now 3 per class is past it
     scored = []
     real = Engine.score_items
     monkeypatch.setattr(Engine, "score_items", lambda *a, **k: scored.append(1) or real(*a, **k))
-    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0)
+    clf = clf_of(pair).fit(TEXTS, Y, l2=1.0, embedder=False)
     assert clf.adaptation_.report["features"] == "hidden" and clf.adaptation_.offset_scale is None
     assert not scored  # no exact scoring of the training texts
 
@@ -173,7 +179,7 @@ def test_lora_training_leaves_the_callers_model_alone(pair):
     (TEXTS[:2], Y[:2], {"features": "hidden", "scores": np.zeros((2, 3))}, ValueError, "does not use them"),
     (TEXTS[:2], Y[:2], {"states": np.full((2, 64), np.inf)}, ValueError, "NaN or infinite"),
     (TEXTS[:2], Y[:2], {"method": "forest"}, ValueError, "Unknown fit method"),
-    (TEXTS[:2], Y[:2], {"features": "words"}, ValueError, "Unknown features"),
+    (TEXTS[:2], Y[:2], {"features": "words"}, ValueError, "Unknown or repeated features"),
     (TEXTS[:2], Y[:2], {"rank": 4}, TypeError, "unknown option"),
     (TEXTS[:2], Y[:2], {"l2": -1.0}, ValueError, "l2 must be"),
     (TEXTS[:4], Y[:4], {"method": "lora", "validation_fraction": 1.5}, ValueError, "validation_fraction"),

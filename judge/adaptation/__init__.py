@@ -4,9 +4,10 @@ In the order data flows:
 
 * :mod:`~judge.adaptation.features` — features of the frozen model: the hidden state at the answer
   slot (:func:`answer_states`), mean-pooled text embeddings (:func:`text_embeddings`, the baseline's).
-* :mod:`~judge.adaptation.head` — :class:`LinearHead`: multinomial logistic regression on the
-  states with the exact zero-shot scores as its offset (0 examples = zero-shot), L2 by
-  cross-validation (:func:`fit_head`).
+* :mod:`~judge.adaptation.head` — :class:`LinearHead`: multinomial logistic regression on feature
+  blocks (the answer-slot states, a sentence embedding) with the exact zero-shot scores and the
+  embedder's label similarity as offsets (0 examples = zero-shot), L2 and the set of blocks by
+  cross-validation (:func:`fit_head`, :func:`choose_features`).
 * :mod:`~judge.adaptation.lora` — :class:`LoraAdapter`: LoRA adapters (``peft``, the ``adapt``
   extra) trained on the exact label log-likelihood the engine scores, normalised over the K labels
   (``Engine.logprob_tensors``), early-stopped on held-out texts; scored by the engine on the merged
@@ -32,12 +33,33 @@ Examples
 """
 
 from judge.adaptation.demos import Demonstrations, fit_demos
-from judge.adaptation.features import answer_states, states_of_prompts, text_embeddings
-from judge.adaptation.fit import METHODS, OPTIONS, check_fit_args, fit_adaptation, per_class_indices
-from judge.adaptation.head import L2_GRID, LinearHead, check_features, choose_l2, fit_head
+from judge.adaptation.features import (
+    answer_states,
+    states_of_prompts,
+    text_embeddings,
+    text_features,
+)
+from judge.adaptation.fit import (
+    METHODS,
+    OPTIONS,
+    auto_candidates,
+    check_fit_args,
+    fit_adaptation,
+    fit_head_choosing,
+    per_class_indices,
+)
+from judge.adaptation.head import (
+    L2_GRID,
+    LinearHead,
+    check_features,
+    choose_features,
+    choose_l2,
+    fit_head,
+)
 from judge.adaptation.lora import LoraAdapter, train_lora
 from judge.adaptation.saved import from_saved
 
 __all__ = ["L2_GRID", "METHODS", "OPTIONS", "Demonstrations", "LinearHead", "LoraAdapter", "answer_states",
-           "check_features", "check_fit_args", "choose_l2", "fit_adaptation", "fit_demos", "fit_head",
-           "from_saved", "per_class_indices", "states_of_prompts", "text_embeddings", "train_lora"]
+           "auto_candidates", "check_features", "check_fit_args", "choose_features", "choose_l2", "fit_adaptation",
+           "fit_demos", "fit_head", "fit_head_choosing", "from_saved", "per_class_indices", "states_of_prompts",
+           "text_embeddings", "text_features", "train_lora"]

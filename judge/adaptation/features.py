@@ -24,7 +24,7 @@ import numpy as np
 
 from judge.encoders import states_of_prompts
 
-__all__ = ["answer_states", "text_embeddings", "states_of_prompts"]
+__all__ = ["answer_states", "text_embeddings", "text_features", "states_of_prompts"]
 
 
 def answer_states(clf, texts, *, batch_size: int | None = None) -> np.ndarray:
@@ -94,3 +94,44 @@ def text_embeddings(clf, texts, *, batch_size: int = 32) -> np.ndarray:
         return np.zeros((0, int(model.config.get_text_config().hidden_size)))
     seqs = [eng.encode([(t, True)]) or [eng.end_id_] for t in texts]
     return states_of_prompts(model, seqs, batch_size=batch_size, pooling="mean")
+
+
+def text_features(clf, texts, blocks, *, embedder=None) -> dict:
+    """The feature blocks a head reads, per name: ``hidden`` (answer-slot states), ``embed`` (sentence embedding).
+
+    Parameters
+    ----------
+    clf : judge.Classifier
+    texts : sequence of str, length n
+    blocks : sequence of str
+        Names from ``judge.adaptation.head.BLOCKS``.
+    embedder : str, dict or encoder, optional
+        The sentence encoder of the ``embed`` block (:func:`judge.encoders.get_encoder`).
+
+    Returns
+    -------
+    dict of str -> ndarray of float64, shape (n, d_block)
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> f = text_features(Classifier(["yes", "no"], model, tokenizer=tok), ["Is it?"], ["hidden", "embed"],
+    ...                   embedder="minilm")
+    >>> f["hidden"].shape, f["embed"].shape
+    ((1, 64), (1, 384))
+    """
+    out = {}
+    for b in blocks:
+        if b == "hidden":
+            out[b] = answer_states(clf, texts)
+        elif b == "embed":
+            from judge.encoders import get_encoder
+
+            if embedder is None:
+                raise ValueError("the embed block needs a sentence encoder; pass embedder= (e.g. 'minilm').")
+            out[b] = np.asarray(get_encoder(embedder)(list(texts)), np.float64)
+        else:
+            raise ValueError(f"Unknown feature block {b!r}; valid blocks are ('hidden', 'embed').")
+    return out

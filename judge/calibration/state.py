@@ -277,6 +277,25 @@ class Calibration:
         if not np.all(np.isfinite(p)):
             raise ValueError("calibration proba holds NaN or infinite values; refit with calibrate().")
 
+    def transform_log(self, scores) -> np.ndarray:
+        """Calibrated log-probabilities from raw log-scores: (n, K) -> (n, K), rows log-normalised.
+
+        Examples
+        --------
+        >>> cal = Calibration.prior_only(("a", "b"), np.log([0.8, 0.2]))
+        >>> np.exp(cal.transform_log(np.log([[0.8, 0.2]]))).round(3).tolist()
+        [[0.5, 0.5]]
+        """
+        from scipy.special import logsumexp
+
+        s = np.asarray(scores, np.float64)
+        if self.bias is not None:
+            s = s - self.bias[None, :]
+        if self.temperature is not None:
+            s = s / self.temperature
+        m = np.where(np.isfinite(s).any(axis=1, keepdims=True), logsumexp(s, axis=1, keepdims=True), 0.0)
+        return s - m
+
     def transform(self, scores) -> np.ndarray:
         """Calibrated probabilities from raw log-scores: (n, K) -> (n, K), rows sum to 1."""
         s = np.asarray(scores, np.float64)

@@ -1,0 +1,219 @@
+"""Zero-shot fusion: the language model's exact label scores beside a sentence embedder's label similarity.
+
+Two experts read each text. The language model gives every label's exact log-probability
+(after its label-free prior); a sentence embedder (:class:`judge.encoders.SentenceEncoder`, the
+packaged all-MiniLM-L6-v2 by default) gives the cosine similarity between the text and each
+label's text (:func:`label_texts`: its name, or ``name: description`` where the labels are
+described). :class:`Fusion` combines them as a weighted mean of log-distributions ::
+
+    log p  =  (1 - w) * log_softmax(lm)  +  w * log_softmax(similarity / tau)   (renormalised)
+
+with ``(w, tau)`` = :data:`DEFAULT_FUSION`, chosen label-free on validation splits (each dataset's
+figure read with weights chosen on the *other* datasets; bench/fusion.py, README). With labelled
+texts, :func:`fit_fusion` chooses ``w`` by out-of-fold negative log-likelihood with the label bias
+and temperature that ``Classifier.calibrate`` fits on top (``Classifier(embedder=...).calibrate``
+does this). The two experts read different things (the LM reads the text as a prompt; the
+embedder matches meanings), so fusion helps most where neither dominates.
+
+What it deliberately does not do: score labels (the engine does) or embed (judge.encoders does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Fusion", "DEFAULT_FUSION", "FUSION_WEIGHTS", "label_texts", "label_similarity", "fit_fusion", "experts"]
+
+#: The weights :func:`fit_fusion` chooses from.
+FUSION_WEIGHTS = tuple(round(w, 2) for w in np.linspace(0.0, 1.0, 11))
+
+
+def _log_softmax(z):
+    z = np.asarray(z, np.float64)
+    m = z.max(axis=1, keepdims=True)
+    e = z - np.where(np.isfinite(m), m, 0.0)
+    return e - np.log(np.exp(e).sum(axis=1, keepdims=True))
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the two experts are combined: the embedder's weight ``weight`` and its temperature ``temperature``.
+
+    Parameters
+    ----------
+    weight : float in [0, 1]
+        0: the language model alone; 1: the embedder alone.
+    temperature : float > 0
+        Divides the cosine similarities before their softmax.
+
+    Examples
+    --------
+    >>> f = Fusion(0.5, 0.1)
+    >>> lm = np.log([[0.7, 0.3]]); sim = np.array([[0.1, 0.3]])
+    >>> np.exp(f.combine(lm, sim)).round(3)
+    array([[0.36, 0.64]])
+    """
+
+    weight: float
+    temperature: float
+
+    def __post_init__(self):
+        w, t = self.weight, self.temperature
+        if not (isinstance(w, (int, float)) and 0.0 <= w <= 1.0):
+            raise ValueError(f"Fusion weight must be a number in [0, 1] (0: the LM alone), got {w!r}.")
+        if not (isinstance(t, (int, float)) and np.isfinite(t) and t > 0):
+            raise ValueError(f"Fusion temperature must be a finite number > 0, got {t!r}; e.g. 0.05.")
+
+    def combine(self, lm, similarity) -> np.ndarray:
+        """Fused label log-probabilities: (n, K) and (n, K) -> (n, K), rows log-normalised.
+
+        Parameters
+        ----------
+        lm : ndarray of shape (n, K)
+            The LM's label log-scores (any per-row constant is irrelevant); ``-inf`` stays impossible.
+        similarity : ndarray of shape (n, K)
+            Cosine similarities of each text to each label's text.
+        """
+        lm, sim = np.asarray(lm, np.float64), np.asarray(similarity, np.float64)
+        if lm.shape != sim.shape:
+            raise ValueError(f"lm and similarity must have the same shape (n, K); got {lm.shape} and {sim.shape}.")
+        a, b = 1.0 - float(self.weight), float(self.weight)
+        z = (a * _log_softmax(lm) if a else 0.0) + (b * _log_softmax(sim / self.temperature) if b else 0.0)
+        return _log_softmax(np.where(np.isneginf(lm), -np.inf, z) if a else z)
+
+
+#: The label-free default: chosen on the four validation splits (bench/fusion.py select, README).
+DEFAULT_FUSION = Fusion(0.6, 0.02)
+
+
+def label_texts(labels, label_names=None, descriptions=None) -> list[str]:
+    """What the embedder compares a text with, per label: its name, or ``name: description``.
+
+    Examples
+    --------
+    >>> label_texts(["card_arrival", "pin"], descriptions={"pin": "a PIN is blocked"})
+    ['card arrival', 'pin: a PIN is blocked']
+    """
+    from judge.prompts import label_names_for
+
+    return label_names_for(labels, label_names, descriptions, "both" if descriptions else "name")
+
+
+def label_similarity(encoder, texts, label_vectors) -> np.ndarray:
+    """Cosine similarity of each text to each label: (n, K) float64.
+
+    Parameters
+    ----------
+    encoder : judge.encoders.Encoder
+    texts : sequence of str, length n
+    label_vectors : ndarray of shape (K, d)
+        ``encoder(label_texts)``.
+
+    Examples
+    --------
+    >>> enc = lambda texts: np.array([[1.0, 0.0] if "card" in t else [0.0, 1.0] for t in texts])
+    >>> label_similarity(enc, ["my card"], enc(["card", "rate"])).tolist()
+    [[1.0, 0.0]]
+    """
+    X = np.asarray(encoder(list(texts)), np.float64)
+    L = np.asarray(label_vectors, np.float64)
+    X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    L = L / np.maximum(np.linalg.norm(L, axis=1, keepdims=True), 1e-12)
+    return X @ L.T
+
+
+def fit_fusion(lm, similarity, y, *, temperature=None, weights=FUSION_WEIGHTS, folds=5, seed=0,
+               bias="auto") -> Fusion:
+    """The fusion weight of lowest out-of-fold NLL, with ``calibrate()``'s bias and temperature fitted on top.
+
+    For every weight, each fold fits the label bias and temperature (``bias``, as
+    ``Classifier.calibrate`` resolves it) on the fused scores of the other folds and scores the
+    held-out rows' negative log-likelihood; the weight with the lowest mean wins (the smaller
+    weight on a tie).
+
+    Parameters
+    ----------
+    lm, similarity : ndarray of shape (n, K)
+    y : ndarray of int, shape (n,)
+    temperature : float, optional
+        The similarity's temperature (default: :data:`DEFAULT_FUSION`'s).
+    weights : sequence of float in [0, 1]
+    folds, seed : cross-validation settings (stratified where every class has ``folds`` rows).
+    bias : str
+        What ``calibrate(bias=...)`` fits on top.
+
+    Returns
+    -------
+    Fusion
+
+    Examples
+    --------
+    The LM knows nothing here and the similarity everything: the fit puts its weight on the similarity.
+
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.integers(0, 3, 120)
+    >>> sim = 0.3 * np.eye(3)[y] + rng.normal(0, 0.05, (120, 3))
+    >>> fit_fusion(rng.normal(0, 1, (120, 3)), sim, y).weight >= 0.8
+    True
+    """
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    from judge.calibration.metrics import negative_log_likelihood
+    from judge.calibration.state import fit_resolved, resolve_bias
+
+    lm, sim = np.asarray(lm, np.float64), np.asarray(similarity, np.float64)
+    y = np.asarray(y, np.int64)
+    if lm.shape != sim.shape or lm.ndim != 2 or y.shape != (len(lm),):
+        raise ValueError(f"lm {lm.shape}, similarity {sim.shape} and y {y.shape} must be (n, K), (n, K) and (n,).")
+    if len(y) < 4:
+        raise ValueError(f"fit_fusion needs at least 4 labelled texts to cross-validate the weight, got {len(y)}.")
+    tau = DEFAULT_FUSION.temperature if temperature is None else float(temperature)
+    counts = np.bincount(y)
+    k = min(folds, len(y))
+    split = (StratifiedKFold(k, shuffle=True, random_state=seed) if counts[counts > 0].min() >= k
+             else KFold(k, shuffle=True, random_state=seed))
+    labels = tuple(range(lm.shape[1]))
+    resolved = resolve_bias(bias, "exact", 1.0)
+    nll = []
+    for w in weights:
+        fused = Fusion(float(w), tau).combine(lm, sim)
+        total = 0.0
+        for tr, te in split.split(fused, y if isinstance(split, StratifiedKFold) else None):
+            cal = fit_resolved(labels, fused[tr], y[tr], resolved)
+            total += negative_log_likelihood(y[te], cal.transform(fused[te])) * len(te)
+        nll.append(total / len(y))
+    best = int(np.argmin(np.round(nll, 10)))
+    return Fusion(float(weights[best]), tau)
+
+
+def experts(clf, texts) -> tuple[np.ndarray, np.ndarray]:
+    """The two experts of a `judge.Classifier` with an ``embedder``, for ``texts``: (lm, similarity), each (n, K).
+
+    ``lm``: the exact label log-probabilities after the label-free contextual prior at
+    ``AUTO_PRIOR_STRENGTH`` (scored once per label set, cached with the compiled labels);
+    ``similarity``: cosine similarities to :func:`label_texts` (their vectors cached likewise).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> lm, sim = experts(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"])
+    >>> lm.shape, sim.shape
+    ((1, 2), (1, 2))
+    """
+    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
+    from judge.encoders import get_encoder
+    from judge.scorers import zero_shot_scores
+
+    texts = list(texts)
+    c = clf.compiled_
+    enc = get_encoder(clf.embedder)
+    if c.label_vectors is None:
+        c.label_vectors = np.asarray(enc(label_texts(clf.labels, clf.label_names, clf.descriptions)), np.float64)
+    p = clf.zero_shot_prior()  # the LM's contextual prior, as Classifier(prior="auto") divides it out
+    prior = np.where(np.isfinite(p), p, np.nanmean(np.where(np.isfinite(p), p, np.nan)))
+    lm = zero_shot_scores(clf, texts) - AUTO_PRIOR_STRENGTH * prior
+    return lm, label_similarity(enc, texts, c.label_vectors) if texts else np.zeros((0, len(clf.labels)))

@@ -1,0 +1,102 @@
+"""What a compiled classifier shows: its prompt, label surfaces, token ids, automaton and fingerprint.
+
+A mixin of `judge.Classifier` (as its calibrated half, :mod:`judge.calibration.estimator`): read-only
+views of the compiled label set (``compiled_``, :class:`judge.scorers.CompiledLabels`), for
+inspecting what the model is asked and what it is scored on, and the fingerprint that keys cached
+scores.
+
+What it deliberately does not do: compile or score (the classifier and :mod:`judge.scorers` do).
+"""
+
+from __future__ import annotations
+
+from judge._checks import check_texts
+
+__all__ = ["InspectionMixin"]
+
+
+class InspectionMixin:
+    """Read-only views of `judge.Classifier`'s compiled label set (it needs ``compiled_`` and ``labels``).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> issubclass(Classifier, InspectionMixin)
+    True
+    """
+
+    @property
+    def automaton_(self):
+        """The label :class:`~judge.automaton.trie.TrieAutomaton` (built on first use)."""
+        c = self.compiled_
+        if c.automaton is None:
+            from judge.automaton.trie import TrieAutomaton
+
+            c.automaton = TrieAutomaton.build(c.surfaces, c.engine.vocab_)
+        return c.automaton
+
+    @property
+    def prompt_prefix_(self) -> str:
+        """The prompt text before the text (instructions, label list): its keys/values are cached once."""
+        return self.compiled_.prefix
+
+    @property
+    def surfaces_(self) -> list[str]:
+        """What the model writes for each label right after the prompt (names with the answer's lead)."""
+        return list(self.compiled_.surfaces)
+
+    @property
+    def scored_token_ids_(self) -> list[list[int]] | None:
+        """The token sequences scored per label (end token appended where the policy says); None on decode."""
+        c = self.compiled_
+        return None if c.label_seqs is None else [list(x) for x in c.label_seqs]
+
+    @property
+    def label_token_ids(self) -> list[list[int]]:
+        """Canonical token ids of each label as written after the prompt: list of K lists."""
+        c = self.compiled_
+        return c.engine.option_ids(c.tail, c.surfaces, end_token=False)
+
+    def fingerprint(self) -> str:
+        """A digest of everything that changes a score: labels as shown, prompt, path, options, model weights.
+
+        Used to key cached scores (``judge evaluate`` resumes only when it matches).
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> len(Classifier(["yes", "no"], model, tokenizer=tok).fingerprint())
+        64
+        """
+        from judge.persistence import fingerprint
+
+        return fingerprint(self)
+
+    def render_prompt(self, text: str) -> str:
+        """The exact prompt text up to where the answer starts.
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> print(Classifier(["yes", "no"], model, tokenizer=tok).render_prompt("Is it?"))
+        Classify the text into exactly one of these labels.
+        <BLANKLINE>
+        Labels:
+        (2 labels; not listed)
+        <BLANKLINE>
+        Text: Is it?
+        Label:
+        """
+        c = self.compiled_
+        return "".join(t for t, _ in c.pieces(check_texts([text])[0]))
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """Token ids of the prompt for ``text`` (tokenized whole, truncated as scoring would)."""
+        from judge.scorers import prompt_items
+
+        return list(prompt_items(self.compiled_, check_texts([text]))[0].ids)
+
