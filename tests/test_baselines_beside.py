@@ -258,9 +258,10 @@ def test_cv_chooses_the_planted_feature_set():
 def test_fit_with_embedder_features_round_trips(pair, tmp_path):
     model, tok = pair
     clf = Classifier(LABELS, model, tokenizer=tok, method="exact")
-    clf.fit(TEXTS, Y, features="hidden+embed+scores+similarity", cv=2)
+    clf.fit(TEXTS, Y, features="hidden+embed+tfidf+scores+similarity", cv=2)
     head = clf.adaptation_
-    assert head.block_names == ("hidden", "embed") and head.uses_similarity and head.uses_scores
+    assert head.block_names == ("hidden", "embed", "tfidf") and head.uses_similarity and head.uses_scores
+    assert dict(head.blocks)["tfidf"] == len(head.tfidf.vectorizer_.vocabulary_)
     assert head.embedder == "minilm" and head.label_vectors.shape == (3, 384)
     p = clf.predict_proba(TEXTS)
     clf.save(tmp_path / "h", model_ref="tiny")

@@ -50,7 +50,7 @@ OPTIONS = {
              "batch_size": 8, "validation_fraction": 0.2, "patience": 1},
     "demos": {"k": 4, "states": None},
 }
-FEATURE_NAMES = ("hidden", "embed", "scores", "similarity")
+FEATURE_NAMES = ("hidden", "embed", "tfidf", "scores", "similarity")
 #: ``features="auto"``: the zero-shot offset while the training texts number at most this many per
 #: class on average. On validation (bench/learning_curve.py select, calibrated by calibrate()'s
 #: post-fit default) the offset gained 0.2-19.1 points at 1 per class and 1.0-2.7 at 4 on all five
@@ -213,7 +213,7 @@ def parse_features(features) -> tuple[tuple, tuple]:
     >>> parse_features("scores")
     Traceback (most recent call last):
     ...
-    ValueError: features='scores' has no feature block; use at least one of ('hidden', 'embed'), e.g. 'hidden+scores'.
+    ValueError: features='scores' has no feature block; use at least one of ('hidden', 'embed', 'tfidf'), e.g. 'hidden+scores'.
     """
     from judge.adaptation.head import BLOCKS, OFFSETS
 
@@ -375,10 +375,16 @@ def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback):
             f"every label, which the {clf.method_!r} path does not give (it leaves labels at -inf); use "
             f"features without 'scores', or method='exact' on the Classifier.")
     given = o["states"] if isinstance(o["states"], dict) else ({} if o["states"] is None else {"hidden": o["states"]})
-    feats = {b: given[b] for b in need_b if b in given}
-    feats.update(text_features(clf, texts, sorted(need_b - set(feats), key=("hidden", "embed").index),
+    feats = {b: given[b] for b in need_b if b in given and b != "tfidf"}
+    feats.update(text_features(clf, texts, sorted(need_b - set(feats) - {"tfidf"}, key=("hidden", "embed").index),
                                embedder=embedder))
     feats = {b: check_features(b, v, n) for b, v in feats.items()}
+    tfidf = None
+    if "tfidf" in need_b:  # word 1-2 grams fitted on the training texts (no labels: unsupervised)
+        from judge.encoders import TfidfEncoder
+
+        tfidf = TfidfEncoder(analyzer="word").fit(texts)
+        feats["tfidf"] = tfidf.encode(texts)
     sim = label_vectors = None
     if "similarity" in need_o:
         from judge.encoders import get_encoder
@@ -392,11 +398,11 @@ def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback):
 
     return fit_head_choosing(cands, feats, yi, K, scores=scores, similarity=sim, l2=o["l2"], cv=o["cv"],
                              random_state=random_state, callback=callback, embedder=embedder,
-                             label_vectors=label_vectors)
+                             label_vectors=label_vectors, tfidf=tfidf)
 
 
 def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similarity=None, l2=None, cv=5,
-                      random_state=0, callback=None, embedder=None, label_vectors=None):
+                      random_state=0, callback=None, embedder=None, label_vectors=None, tfidf=None):
     """The head on the candidate feature set of lowest cross-validated NLL (``features="auto"``'s last step).
 
     Parameters
@@ -415,6 +421,8 @@ def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similari
         Folds (at most 3 above 2,000 texts); every candidate gets the same folds.
     random_state, callback : as :func:`judge.adaptation.head.fit_head`.
     embedder, label_vectors : the sentence encoder and the labels' vectors (for ``embed`` / ``similarity``).
+    tfidf : judge.encoders.TfidfEncoder, optional
+        The encoder fitted on the training texts (for a ``tfidf`` block, whose array is sparse).
 
     Returns
     -------
@@ -438,8 +446,9 @@ def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similari
 
     def parts(c):
         bl, of = parsed[c]
-        return (np.hstack([blocks[b] for b in bl]), scores if "scores" in of else None,
-                similarity if "similarity" in of else None)
+        dense = [blocks[b] for b in bl if b != "tfidf"]
+        H = (np.hstack(dense) if dense else None, blocks["tfidf"] if "tfidf" in bl else None)
+        return H, scores if "scores" in of else None, similarity if "similarity" in of else None
 
     cv = cv if n <= 2000 else min(cv, 3)
     choice = None
@@ -454,7 +463,7 @@ def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similari
     bl = parsed[pick][0]
     head = fit_head(H, y, n_classes, scores=S, similarity=R, l2=l2, cv=cv, random_state=random_state,
                     callback=callback, blocks=tuple((b, blocks[b].shape[1]) for b in bl), embedder=embedder,
-                    label_vectors=label_vectors)
+                    label_vectors=label_vectors, tfidf=tfidf)
     head.report["features"] = pick
     if choice is not None:
         head.report["features_cv"] = {"nll": choice["nll"], "chosen": pick}

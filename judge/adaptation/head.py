@@ -43,8 +43,11 @@ __all__ = ["LinearHead", "fit_head", "choose_l2", "choose_features", "L2_GRID", 
 #: The L2 strengths cross-validation chooses from (summed-loss form: per example, l2 / n).
 L2_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 _CV_ITER = 60  # L-BFGS iterations per fold fit (warm-started along the grid): enough to rank strengths
-#: Feature blocks (columns of ``W``), in the order they are concatenated.
-BLOCKS = ("hidden", "embed")
+#: Feature blocks (columns of ``W``), in the order they are concatenated (``tfidf``: sparse, last).
+BLOCKS = ("hidden", "embed", "tfidf")
+#: TF-IDF columns are multiplied by this before the fit (not standardised: they stay sparse), so one
+#: L2 strength serves them and the standardised dense blocks (TF-IDF + LR prefers ~1000x weaker L2).
+TFIDF_SCALE = 30.0
 #: Offsets (per-label inputs with one fitted scale each), in their order.
 OFFSETS = ("scores", "similarity")
 
@@ -104,6 +107,8 @@ class LinearHead:
         :func:`judge.encoders.get_encoder`; saved by name, never pickled).
     label_vectors : ndarray of float64, shape (K, e), or None
         The embedder's vectors of the labels' texts at fit time (the similarities' other side).
+    tfidf : judge.encoders.TfidfEncoder or None
+        The TF-IDF encoder fitted on the training texts, for the ``tfidf`` block.
 
     Examples
     --------
@@ -126,6 +131,7 @@ class LinearHead:
     similarity_scale: float | None = None
     embedder: object = None
     label_vectors: np.ndarray | None = None
+    tfidf: object = None
     kind = "head"
 
     def __post_init__(self):
@@ -179,19 +185,27 @@ class LinearHead:
         needs = self.uses_similarity or "embed" in self.block_names
         if needs and self.embedder is None:
             raise ValueError("the head reads a sentence embedder (embed block or similarity) but names none; fit again.")
+        if "tfidf" in self.block_names:
+            width = dict(self.blocks)["tfidf"]
+            vec = getattr(self.tfidf, "vectorizer_", None)
+            if vec is None or len(vec.vocabulary_) != width:
+                raise ValueError(f"the head's tfidf block has {width} columns but its TF-IDF encoder "
+                                 f"{'is missing' if vec is None else f'has {len(vec.vocabulary_)} terms'}; fit again.")
         if self.uses_similarity:
             L = np.asarray(self.label_vectors) if self.label_vectors is not None else None
             if L is None or L.ndim != 2 or L.shape[0] != W.shape[0] or not np.all(np.isfinite(L)):
                 raise ValueError(f"head label_vectors must be finite, shape ({W.shape[0]}, e), for the similarity "
                                  f"offset; got {None if L is None else L.shape}. Fit again.")
 
-    def _stack(self, states) -> np.ndarray:
+    def _stack(self, states):
+        """(dense (n, d_dense) or None, sparse (n, V) or None) in the head's block order."""
         if isinstance(states, dict):
             missing = [n for n in self.block_names if n not in states]
             if missing:
                 raise ValueError(f"the head needs the feature block(s) {missing}; got {sorted(states)}.")
-            return np.hstack([np.asarray(states[n], np.float64) for n in self.block_names])
-        return np.asarray(states, np.float64)
+            dense = [np.asarray(states[n], np.float64) for n in self.block_names if n != "tfidf"]
+            return (np.hstack(dense) if dense else None, states["tfidf"] if "tfidf" in self.block_names else None)
+        return _parts(states)
 
     def log_proba(self, scores, states, similarity=None) -> np.ndarray:
         """Log-probabilities of the K labels: (n, K) float64, rows log-normalised.
@@ -200,10 +214,10 @@ class LinearHead:
         ----------
         scores : ndarray of shape (n, K), or None when ``uses_scores`` is False
         states : ndarray of shape (n, d) (the blocks concatenated in order) or dict {block: (n, d_b)}
+            (``tfidf``: a sparse matrix)
         similarity : ndarray of shape (n, K), or None when ``uses_similarity`` is False
         """
-        z = (self._stack(states) - self.mean) / self.scale
-        logits = z @ self.weights.T + self.bias
+        logits = _linear(_apply(self._stack(states), self.mean, self.scale), self.weights) + self.bias
         if self.uses_scores and self.offset_scale > 0:  # -inf (a label a search left out) stays impossible
             logits = logits + self.offset_scale * _centred(np.asarray(scores, np.float64))
         if self.uses_similarity and self.similarity_scale > 0:
@@ -217,7 +231,9 @@ class LinearHead:
         """
         from judge.adaptation.features import text_features
 
-        feats = text_features(clf, texts, self.block_names, embedder=self.embedder)
+        feats = text_features(clf, texts, [b for b in self.block_names if b != "tfidf"], embedder=self.embedder)
+        if self.tfidf is not None:
+            feats["tfidf"] = self.tfidf.encode(texts)
         sim = None
         if self.uses_similarity:
             from judge.encoders import get_encoder
@@ -232,13 +248,19 @@ class LinearHead:
         out = {"weights": self.weights, "bias": self.bias, "mean": self.mean, "scale": self.scale}
         if self.label_vectors is not None:
             out["label_vectors"] = np.asarray(self.label_vectors, np.float64)
+        if self.tfidf is not None:
+            out["tfidf_idf"] = self.tfidf.state()[1]["idf"]
         return out
 
     def config(self) -> dict:
         """The JSON-safe scalars to save beside :meth:`arrays`."""
+        tfidf = None
+        if self.tfidf is not None:
+            vocab = self.tfidf.state()[0]
+            tfidf = {"spec": self.tfidf.spec, "terms": sorted(vocab, key=vocab.get)}
         return {"kind": self.kind, "offset_scale": self.offset_scale, "l2": self.l2, "report": self.report,
                 "blocks": [list(b) for b in self.blocks], "similarity_scale": self.similarity_scale,
-                "embedder": self.embedder}
+                "embedder": self.embedder, "tfidf": tfidf}
 
     def __repr__(self):
         K, d = np.asarray(self.weights).shape
@@ -260,16 +282,84 @@ def _offsets_of(scores, similarity):
     return out
 
 
+def _parts(H):
+    """Features as (dense (n, d) float64 or None, sparse CSR (n, V) or None)."""
+    import scipy.sparse as sp
+
+    if isinstance(H, tuple):
+        return H
+    if sp.issparse(H):
+        return None, sp.csr_matrix(H, dtype=np.float64)
+    return np.asarray(H, np.float64), None
+
+
+def _rows(H, idx):
+    d, s = H
+    return (None if d is None else d[idx], None if s is None else s[idx])
+
+
+def _width(H):
+    d, s = H
+    return (0 if d is None else d.shape[1]) + (0 if s is None else s.shape[1])
+
+
+def _standardise(H):
+    """Column means and scales: the dense columns standardised, the sparse (TF-IDF) ones scaled by TFIDF_SCALE."""
+    d, s = _parts(H)
+    mean, scale = np.zeros(0), np.zeros(0)
+    if d is not None:
+        mean = d.mean(axis=0)
+        sd = d.std(axis=0)
+        floor = 1e-3 * (float(sd.mean()) if sd.mean() > 0 else 1.0)
+        scale = np.maximum(sd, floor)
+    if s is not None:
+        mean = np.concatenate([mean, np.zeros(s.shape[1])])
+        scale = np.concatenate([scale, np.full(s.shape[1], 1.0 / TFIDF_SCALE)])
+    return mean, scale
+
+
+def _apply(H, mean, scale):
+    """(standardised dense, scaled sparse) of features ``H``."""
+    import scipy.sparse as sp
+
+    d, s = _parts(H)
+    nd = 0 if d is None else d.shape[1]
+    zd = None if d is None else (d - mean[:nd]) / scale[:nd]
+    zs = None if s is None else sp.csr_matrix(s.multiply(1.0 / scale[nd:][None, :]))
+    return zd, zs
+
+
+def _linear(Z, W):
+    """``Z @ W.T`` for (dense, sparse) features: (n, K)."""
+    zd, zs = Z
+    nd = 0 if zd is None else zd.shape[1]
+    out = 0.0
+    if zd is not None:
+        out = zd @ W[:, :nd].T
+    if zs is not None:
+        out = out + np.asarray(zs @ W[:, nd:].T)
+    return out
+
+
 def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
     """L-BFGS (torch, float64) on the penalised summed NLL; returns the parameters [scales (J), b (K), W (K*d)].
 
-    ``offsets``: list of (name, (n, K)) centred offsets; the ``scores`` scale starts at 1, the others at 0.
+    ``Z``: (dense, sparse) standardised features (:func:`_apply`); ``offsets``: list of (name, (n, K))
+    centred offsets; the ``scores`` scale starts at 1, the others at 0.
     """
     import torch
 
-    n, d = Z.shape
+    zd, zs = _parts(Z)
+    nd = 0 if zd is None else zd.shape[1]
+    d = _width((zd, zs))
     J = len(offsets)
-    Zt = torch.as_tensor(Z, dtype=torch.float64)
+    Zt = None if zd is None else torch.as_tensor(zd, dtype=torch.float64)
+    St = None
+    if zs is not None:
+        coo = zs.tocoo()
+        St = torch.sparse_coo_tensor(torch.as_tensor(np.vstack([coo.row, coo.col]), dtype=torch.long),
+                                     torch.as_tensor(coo.data, dtype=torch.float64), coo.shape,
+                                     check_invariants=True).coalesce()
     Ot = [torch.as_tensor(o, dtype=torch.float64) for _, o in offsets]
     yt = torch.as_tensor(y, dtype=torch.long)
     if theta0 is None:
@@ -284,7 +374,11 @@ def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
         opt.zero_grad()
         b = theta[J:J + K]
         W = theta[J + K:].view(K, d)
-        logits = Zt @ W.T + b
+        logits = b.expand(len(yt), K)
+        if Zt is not None:
+            logits = logits + Zt @ W[:, :nd].T
+        if St is not None:
+            logits = logits + torch.sparse.mm(St, W[:, nd:].T)
         for j, o in enumerate(Ot):
             logits = logits + theta[j] * o
         val = torch.nn.functional.cross_entropy(logits, yt, reduction="sum") \
@@ -304,18 +398,11 @@ def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
 def _log_proba_of(theta, Z, offsets, K):
     """Log-probabilities of parameters ``theta`` (as :func:`_fit` returns them) on standardised ``Z``."""
     J = len(offsets)
-    logits = Z @ theta[J + K:].reshape(K, Z.shape[1]).T + theta[J:J + K]
+    logits = _linear(Z, theta[J + K:].reshape(K, _width(Z))) + theta[J:J + K]
     for j, (_, o) in enumerate(offsets):
         if theta[j] > 0:
             logits = logits + theta[j] * o
     return _log_softmax(logits)
-
-
-def _standardise(H):
-    mean = H.mean(axis=0)
-    sd = H.std(axis=0)
-    floor = 1e-3 * (float(sd.mean()) if sd.mean() > 0 else 1.0)
-    return mean, np.maximum(sd, floor)
 
 
 def _folds(y, cv, random_state):
@@ -339,8 +426,8 @@ def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRI
 
     Parameters
     ----------
-    states : ndarray of shape (n, d)
-        The feature blocks, concatenated.
+    states : ndarray of shape (n, d), or (dense, sparse) pair
+        The feature blocks, concatenated (a TF-IDF block: the sparse part).
     y : ndarray of int, shape (n,)
     n_classes : int
     scores, similarity : ndarray of shape (n, K), optional
@@ -367,15 +454,15 @@ def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRI
     >>> r["l2"] in L2_GRID, len(r["nll"]) == len(L2_GRID)
     (True, True)
     """
-    H = np.asarray(states, np.float64)
+    H = _parts(states)
     y = np.asarray(y)
     folds = folds if folds is not None else _folds(y, cv, random_state)
     grid = sorted(float(g) for g in grid)[::-1]
     nll = np.zeros(len(grid))
     acc = np.zeros(len(grid))
     for tr, te in folds:
-        mean, scale = _standardise(H[tr])
-        Ztr, Zte = (H[tr] - mean) / scale, (H[te] - mean) / scale
+        mean, scale = _standardise(_rows(H, tr))
+        Ztr, Zte = _apply(_rows(H, tr), mean, scale), _apply(_rows(H, te), mean, scale)
         off_tr = _offsets_of(None if scores is None else scores[tr], None if similarity is None else similarity[tr])
         theta = None
         for j, l2 in enumerate(grid):
@@ -390,14 +477,15 @@ def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRI
     return {"l2": grid[best], "grid": grid, "nll": nll.tolist(), "accuracy": acc.tolist(), "folds": len(folds)}
 
 
-def _head(theta, K, blocks, use_s, use_r, mean, scale, l2, report=None, embedder=None, label_vectors=None):
+def _head(theta, K, blocks, use_s, use_r, mean, scale, l2, report=None, embedder=None, label_vectors=None,
+          tfidf=None):
     J = int(use_s) + int(use_r)
     d = sum(w for _, w in blocks)
     a = float(theta[0]) if use_s else None
     c = float(theta[int(use_s)]) if use_r else None
     return LinearHead(theta[J + K:].reshape(K, d).copy(), theta[J:J + K].copy(), a, mean, scale, float(l2),
                       report or {}, blocks, c, embedder if (use_r or any(n == "embed" for n, _ in blocks)) else None,
-                      label_vectors if use_r else None)
+                      label_vectors if use_r else None, tfidf if any(n == "tfidf" for n, _ in blocks) else None)
 
 
 def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_state=0, callback=None) -> dict:
@@ -442,7 +530,7 @@ def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_stat
 
 
 def fit_head(states, y, n_classes, *, scores=None, similarity=None, l2=None, cv=5, grid=L2_GRID, random_state=0,
-             callback=None, blocks=None, embedder=None, label_vectors=None) -> LinearHead:
+             callback=None, blocks=None, embedder=None, label_vectors=None, tfidf=None) -> LinearHead:
     """Fit the head on labelled texts' features; ``l2=None`` chooses it by cross-validation.
 
     Parameters
@@ -464,6 +552,8 @@ def fit_head(states, y, n_classes, *, scores=None, similarity=None, l2=None, cv=
         Called after every optimiser step with a small dict (may raise to stop: nothing is kept).
     blocks : sequence of (name, width), optional
     embedder, label_vectors : the sentence encoder (name or spec) and the labels' vectors, when used.
+    tfidf : judge.encoders.TfidfEncoder, optional
+        The fitted encoder of a ``tfidf`` block.
 
     Returns
     -------
@@ -481,11 +571,16 @@ def fit_head(states, y, n_classes, *, scores=None, similarity=None, l2=None, cv=
     1.0
     """
     t0 = time.perf_counter()
-    H = check_features("states", states, len(y))
+    dense, sparse = _parts(states)
+    if dense is not None:
+        dense = check_features("states", dense, len(y))
+    if sparse is not None and sparse.shape[0] != len(y):
+        raise ValueError(f"the sparse (TF-IDF) features have {sparse.shape[0]} rows, expected {len(y)}: one per text.")
+    H = (dense, sparse)
     y = np.asarray(y, np.int64)
     S = None if scores is None else check_features("scores", scores, len(y), n_classes)
     R = None if similarity is None else check_features("similarity", similarity, len(y), n_classes)
-    blocks = (("hidden", H.shape[1]),) if blocks is None else tuple(blocks)
+    blocks = (("hidden", _width(H)),) if blocks is None else tuple(blocks)
     report = {"n": int(len(y))}
     if l2 is None:
         cvr = choose_l2(H, y, n_classes, scores=S, similarity=R, grid=grid, cv=cv, random_state=random_state,
@@ -493,7 +588,7 @@ def fit_head(states, y, n_classes, *, scores=None, similarity=None, l2=None, cv=
         l2 = cvr["l2"]
         report["cv"] = cvr
     mean, scale = _standardise(H)
-    theta = _fit((H - mean) / scale, _offsets_of(S, R), y, n_classes, float(l2), None, callback)
+    theta = _fit(_apply(H, mean, scale), _offsets_of(S, R), y, n_classes, float(l2), None, callback)
     report.update(l2=float(l2), seconds=time.perf_counter() - t0)
     return _head(theta, n_classes, blocks, S is not None, R is not None, mean, scale, l2, report, embedder,
-                 label_vectors)
+                 label_vectors, tfidf)

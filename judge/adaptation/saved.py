@@ -42,10 +42,18 @@ def from_saved(config: dict, arrays: dict, n_labels: int):
 
             a, c = config.get("offset_scale"), config.get("similarity_scale")
             blocks = config.get("blocks")
+            tfidf = None
+            if config.get("tfidf"):
+                from judge.encoders import TfidfEncoder
+
+                t = config["tfidf"]
+                tfidf = TfidfEncoder.from_state(t["spec"], {w: i for i, w in enumerate(t["terms"])},
+                                                {"idf": arrays.get("tfidf_idf")})
             obj = LinearHead(arrays["weights"], arrays["bias"], None if a is None else float(a), arrays["mean"],
                              arrays["scale"], float(config["l2"]), config.get("report") or {},
                              None if blocks is None else tuple(tuple(b) for b in blocks),
-                             None if c is None else float(c), config.get("embedder"), arrays.get("label_vectors"))
+                             None if c is None else float(c), config.get("embedder"), arrays.get("label_vectors"),
+                             tfidf)
             rows = obj.weights.shape[0]
         elif kind == "demos":
             from judge.adaptation.demos import Demonstrations

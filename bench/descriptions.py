@@ -1,0 +1,148 @@
+"""Label descriptions: does scoring what a label means beat scoring its name? (validation; test once)
+
+``Classifier({label: description}, describe=...)`` has the model write, for each label, its name
+(``name``), its description (``description``) or ``name: description`` (``both``). The descriptions
+are the ones written for the four datasets from their label names and training texts only
+(bench/descriptions/*.json). Measured with the default label-free prior (``prior="auto"``), uncalibrated
+and calibrated (``calibrate()``, 2-fold cross-fitted on the same rows), beside the sentence
+embedder's similarity to the same label texts and their fusion (``judge.fusion.DEFAULT_FUSION``).
+
+* ``select`` — on ``validation{n}`` (exact scores cached under bench/cache/fit/, resumable); the rule
+  fixed before running: ``AUTO_DESCRIBE`` is the variant with the highest mean uncalibrated accuracy
+  of the LM over the four datasets (names win a tie);
+* ``test`` — ``test{n}`` once with names and with the chosen variant.
+
+    python bench/descriptions.py select --n 200 --json bench/results/descriptions_select.json
+    python bench/descriptions.py test --n 500 --json bench/results/descriptions_test.json
+
+What it deliberately does not do: edit a description after seeing validation or test figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+from bench._fit_cache import DKEYS, path, rows  # noqa: E402
+
+DATA = str(HERE.parent.parent / "shared" / "datasets")
+DATASETS = ("banking77", "clinc150", "massive", "trec")
+VARIANTS = ("name", "description", "both")
+
+
+def classifier(dkey, labels, describe):
+    from judge import Classifier
+    from judge import datasets as ds
+
+    desc = json.loads((HERE / "descriptions" / f"{dkey}.json").read_text())
+    names = ds.display_names(DKEYS[dkey][0], labels) or None
+    return Classifier({lab: desc[lab] for lab in labels}, label_names=names, describe=describe, progress=False)
+
+
+def variant(dkey, sel, describe):
+    """(probabilities under the default prior, raw scores, y, label texts) of one variant on one selection."""
+    from judge.evaluation import score_with_checkpoint
+
+    texts, y, labels, _ = rows(dkey, sel, DATA)
+    clf = classifier(dkey, labels, describe)
+    s = None
+    if describe == "name":  # the names' scores of a larger selection of the same seeded order, where cached
+        from judge.evaluation import read_checkpoint
+
+        split, n = sel.rstrip("0123456789"), int(sel[len(sel.rstrip("0123456789")):] or 0)
+        for m in (500, 1000):
+            f = path("smollm2", dkey, f"{split}{m}", "scores")
+            if m >= n and f.exists():
+                ck = read_checkpoint(f)
+                if not np.isnan(ck.scores[:n]).any():
+                    s = ck.scores[:n]
+                    break
+    if s is None:
+        tag = "scores" if describe == "name" else f"describe-{describe}.scores"
+        s = score_with_checkpoint(clf, texts, path("smollm2", dkey, sel, tag), chunk=32)
+    return clf.scores_to_proba(s), s, y, clf
+
+
+def embedder_side(dkey, sel, clf, describe):
+    """Cosine similarities of the texts to the label texts of a variant: (n, K)."""
+    from judge.encoders import SentenceEncoder
+    from judge.evaluation import read_checkpoint
+
+    X = read_checkpoint(path("smollm2", dkey, sel, "minilm")).scores
+    texts = clf.compiled_.names  # what the model writes: name, description or both
+    L = SentenceEncoder()(texts).astype(np.float64)
+    return X @ L.T
+
+
+def measure(dkey, sel, describe):
+    from bench.priors import calibrated_cross_fit
+    from judge.calibration import contextual_bias
+    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
+    from judge.fusion import DEFAULT_FUSION
+
+    p, s, y, clf = variant(dkey, sel, describe)
+    sim = embedder_side(dkey, sel, clf, describe)
+    lm = s - AUTO_PRIOR_STRENGTH * contextual_bias(clf.content_free_scores())
+    fused = DEFAULT_FUSION.combine(lm, sim)
+
+    def acc(q):
+        return float((np.asarray(q).argmax(1) == y).mean())
+
+    return {"lm": acc(p), "lm calibrated": acc(calibrated_cross_fit(s, y)), "embedder": acc(sim),
+            "fused": acc(fused), "n": len(y)}
+
+
+def run(args, sel):
+    out = {"split": sel, "datasets": {}}
+    variants = VARIANTS if args.what == "select" else ("name", args.describe or _chosen())
+    for dkey in args.dkeys.split(","):
+        out["datasets"][dkey] = {}
+        for v in dict.fromkeys(variants):
+            r = measure(dkey, sel, v)
+            out["datasets"][dkey][v] = r
+            print(f"{dkey:<10} {v:<12} " + "  ".join(f"{k} {x:.3f}" for k, x in r.items() if k != "n"), flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    if args.what == "select":
+        means = {v: float(np.mean([d[v]["lm"] for d in out["datasets"].values()])) for v in VARIANTS}
+        out["mean_lm_accuracy"] = means
+        out["choice"] = max(VARIANTS, key=lambda v: (round(means[v], 10), v == "name"))
+        print(f"mean LM accuracy: {means}; chosen: {out['choice']}")
+    return out
+
+
+def _chosen():
+    from judge.prompts import AUTO_DESCRIBE
+
+    return AUTO_DESCRIBE
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("what", choices=("select", "test"))
+    ap.add_argument("--dkeys", default=",".join(DATASETS))
+    ap.add_argument("--n", type=int, default=200, help="seeded texts of the split")
+    ap.add_argument("--describe", help="test: the variant (default: the library's AUTO_DESCRIBE)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = run(args, f"{'validation' if args.what == 'select' else 'test'}{args.n}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()
