@@ -422,7 +422,8 @@ def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similari
     l2 : float, optional
         Fixed L2 strength (None: chosen with the set).
     cv : int
-        Folds (at most 3 above 2,000 texts); every candidate gets the same folds.
+        Folds; every candidate gets the same folds. Above 2,000 texts: 3 folds, of which the first
+        alone chooses the set and its L2 (a held-out third: the fits cost more than the choice gains).
     random_state, callback : as :func:`judge.adaptation.head.fit_head`.
     embedder, label_vectors : the sentence encoder and the labels' vectors (for ``embed`` / ``similarity``).
     tfidf : judge.encoders.TfidfEncoder, optional
@@ -459,7 +460,7 @@ def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similari
     if len(candidates) > 1:
         kw = {"grid": (l2,)} if l2 is not None else {}
         choice = choose_features({c: parts(c) for c in candidates}, y, n_classes, cv=cv, random_state=random_state,
-                                 callback=callback, **kw)
+                                 callback=callback, max_folds=None if n <= 2000 else 1, **kw)
         pick, l2 = choice["features"], choice["l2"]
     else:
         pick = candidates[0]

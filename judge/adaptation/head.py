@@ -488,7 +488,8 @@ def _head(theta, K, blocks, use_s, use_r, mean, scale, l2, report=None, embedder
                       label_vectors if use_r else None, tfidf if any(n == "tfidf" for n, _ in blocks) else None)
 
 
-def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_state=0, callback=None) -> dict:
+def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_state=0, callback=None,
+                    max_folds=None) -> dict:
     """The candidate feature set of lowest cross-validated NLL (each at its best L2), on the training data only.
 
     Parameters
@@ -499,6 +500,9 @@ def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_stat
     y : ndarray of int, shape (n,)
     n_classes : int
     grid, cv, random_state, callback : as :func:`choose_l2` (every candidate gets the same folds).
+    max_folds : int, optional
+        Use only the first folds (a held-out split where the data are large: the choice is then
+        less noisy than the fits are costly).
 
     Returns
     -------
@@ -520,7 +524,7 @@ def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_stat
     if not candidates:
         raise ValueError("choose_features needs at least one candidate feature set; got none.")
     y = np.asarray(y)
-    folds = _folds(y, cv, random_state)
+    folds = _folds(y, cv, random_state)[:max_folds]
     tables, best = {}, {}
     for name, (H, S, R) in candidates.items():
         tables[name] = choose_l2(H, y, n_classes, scores=S, similarity=R, grid=grid, folds=folds, callback=callback)
