@@ -234,27 +234,34 @@ def parse_features(features) -> tuple[tuple, tuple]:
 def auto_candidates(n, k, path, scores_given=False, embedder=True) -> list[str]:
     """The feature sets ``features="auto"`` chooses among (by cross-validated NLL), in order of preference.
 
-    With a sentence embedder: ``hidden+embed+tfidf``, ``hidden+embed`` and ``embed+tfidf``, each
-    with the embedder's ``similarity`` offset (chosen on validation: on TREC at 4 / 16 / 64 per
-    class the TF-IDF block lifted the head by 6.8 / 2.4 / 2.4 points, and the sets without the
-    hidden state or without the embedding lost; bench/fit_curve.py select); without one:
-    ``hidden+tfidf`` and ``hidden``. The ``scores`` offset is added to every set when the scores were
-    given, or when ``n <= AUTO_OFFSET_PER_CLASS * k`` and the path gives an exact score for every
-    label (past that its exact scoring of every training text costs more than it gained on
-    validation).
+    Up to :data:`AUTO_OFFSET_PER_CLASS` texts per class on average (few-shot), every set starts
+    from the zero-shot scores (where the path scores every label, or they were given) and the
+    embedder's label similarity: ``hidden+embed+tfidf``, ``hidden+embed`` and ``embed+tfidf``.
+    Past it, the offsets go and the blocks alone compete: ``hidden+embed+tfidf``,
+    ``hidden+embed``, ``embed+tfidf`` and ``embed``. Without a sentence embedder: ``hidden+tfidf``
+    and ``hidden`` (with the scores offset in the few-shot regime). Chosen on validation
+    (bench/fit_curve.py select): on TREC the TF-IDF block lifted the head 6.8 / 1.4-5.6 / 1.4-3.2
+    points at 4 / 16 / 64 per class; past 8 per class the similarity offset cost 1.4-1.6 points on
+    TREC and Banking77 (16 and 64 per class), while at 1 per class the offsets are most of the
+    head's accuracy.
 
     Examples
     --------
     >>> auto_candidates(40, 5, "exact")
     ['hidden+embed+tfidf+scores+similarity', 'hidden+embed+scores+similarity', 'embed+tfidf+scores+similarity']
+    >>> auto_candidates(41, 5, "exact")
+    ['hidden+embed+tfidf', 'hidden+embed', 'embed+tfidf', 'embed']
     >>> auto_candidates(41, 5, "exact", embedder=False), auto_candidates(4, 2, "decode", embedder=False)
     (['hidden+tfidf', 'hidden'], ['hidden+tfidf', 'hidden'])
     """
-    scores = "+scores" if scores_given or (n <= AUTO_OFFSET_PER_CLASS * k and path in _EVERY_LABEL_SCORED) else ""
+    few = n <= AUTO_OFFSET_PER_CLASS * k
+    scores = "+scores" if scores_given or (few and path in _EVERY_LABEL_SCORED) else ""
     if not embedder:
         return [f"hidden+tfidf{scores}", f"hidden{scores}"]
-    return [f"hidden+embed+tfidf{scores}+similarity", f"hidden+embed{scores}+similarity",
-            f"embed+tfidf{scores}+similarity"]
+    if few:
+        return [f"hidden+embed+tfidf{scores}+similarity", f"hidden+embed{scores}+similarity",
+                f"embed+tfidf{scores}+similarity"]
+    return [f"hidden+embed+tfidf{scores}", f"hidden+embed{scores}", f"embed+tfidf{scores}", f"embed{scores}"]
 
 
 def resolve_features(features, n, k, path, scores_given=False) -> str:
