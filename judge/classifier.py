@@ -100,7 +100,7 @@ class Classifier(CalibratedMixin, InspectionMixin):
         Add the end-of-answer token to the scored sequences: ``"auto"`` only
         for labels whose tokens are a prefix of another label's.
     progress : bool, optional
-        Progress bar (default: when there are more than 4 batches).
+        Progress bar (default: when there are more than 4 batches, shown once scoring has taken 2 s).
     batch_invariant : bool
         One text per forward pass: bit-identical scores whatever ``batch_size``
         and whatever else is in the call (slower).
@@ -440,7 +440,7 @@ class Classifier(CalibratedMixin, InspectionMixin):
         ``search_budget`` tokens for a text the best label found is returned,
         with a warning; ``search_report_`` holds ``certified`` and ``gap`` per
         text. With ``abstain=True`` the full distribution is computed (the
-        threshold needs the true top probability).
+        threshold needs the true top probability); :meth:`predict_records` says why each None.
 
         Returns
         -------
@@ -472,7 +472,8 @@ class Classifier(CalibratedMixin, InspectionMixin):
             top = np.argmax(proba, axis=1) if len(proba) else np.zeros(0, np.int64)
         self._warn_if_collapsed(top)
         out = self.classes_[top] if len(top) else np.empty(0, dtype=object)
-        if abstain:
+        if abstain:  # why each None: predict_records
+            self._note_threshold()
             out[proba.max(axis=1) < cal.threshold] = None
         return out
 
