@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 __all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "load_model", "locate_model",
-           "packaged_model_dir", "resolve_device", "weights_fingerprint"]
+           "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ def locate_model(name: str) -> tuple[str, bool]:
     >>> locate_model("smolm2-135m")     # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    FileNotFoundError: Model 'smolm2-135m' was not found on this machine ... Did you mean 'smollm2-135m'? ...
+    FileNotFoundError: Model 'smolm2-135m' was not found on this machine: ... Did you mean 'smollm2-135m' or ...
     >>> del os.environ["HF_HUB_OFFLINE"]
     """
     import difflib
@@ -321,8 +321,21 @@ def _weights_bytes(folder) -> int:
                if f.suffix in (".safetensors", ".bin", ".pt", ".gguf") and f.is_file())
 
 
-class _quiet_progress:
-    """Context manager: transformers' progress bars off inside (restored after) when ``quiet``."""
+class quiet_progress:
+    """Context manager: transformers' progress bars (e.g. "Loading weights") off inside, restored after, when ``quiet``.
+
+    For loads that take about a second (the packaged models, small local folders, the packaged embedder):
+    a bar there is noise. A long load (a large model, a download) keeps its bar: pass ``quiet=False``.
+
+    Examples
+    --------
+    >>> from transformers.utils import logging as tlog
+    >>> with quiet_progress(True):
+    ...     tlog.is_progress_bar_enabled()
+    False
+    >>> tlog.is_progress_bar_enabled()
+    True
+    """
 
     def __init__(self, quiet: bool):
         self.quiet, self.was = quiet, None
@@ -407,7 +420,7 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     folder = path if Path(path).is_dir() else _cached_snapshot(path)
     quiet = local and folder is not None and _weights_bytes(folder) <= QUIET_LOAD_BYTES
     try:
-        with _quiet_progress(quiet):
+        with quiet_progress(quiet):
             tok = tokenizer or AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local else {}))
             lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as err:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -100,7 +101,7 @@ def test_calibrate_predict_fit_predict_serve(walk, capsys):
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"judge serve did not start: {proc.communicate(timeout=10)[1][-2000:]}")
+                    raise RuntimeError(f"judge serve did not start: {proc.communicate(timeout=10)[1][-2000:]}") from None
                 time.sleep(0.5)
         assert main(["predict", "--server", url, "--input", str(w["texts"]), "--abstain",
                      "--output", str(w["dir"] / "served.jsonl")]) == 0
@@ -174,3 +175,31 @@ def test_every_option_of_every_command_has_help():
     from judge.cli._common import METHODS as CLI_METHODS
 
     assert CLI_METHODS == METHODS and "search" in CLI_METHODS
+
+
+def test_classify_route_refuses_bad_requests_in_the_servers_shape(tiny_llama):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from judge import Classifier, Decider
+    from judge.server.app import ServerConfig, create_app
+
+    model, tok = tiny_llama
+    clf = Classifier(LABELS, model, tokenizer=tok).setup()
+    app = create_app(Decider(model, tok), ServerConfig(max_wait_ms=0, max_questions=4), classifier=clf,
+                     classifier_name="tickets")
+    with TestClient(app) as client:
+        ok = client.post("/v1/classify", json={"texts": ["I was charged twice"], "top_k": 2}).json()
+        assert ok["classifier"] == "tickets" and ok["labels"] == LABELS and ok["fitted"] is None
+        assert len(ok["predictions"][0]["probabilities"]) == 2 and ok["usage"] == {"texts": 1}
+        for body, msg in [({"text": "hi"}, r"texts: missing"), ({"texts": ["a"] * 5}, r"1 to 4 strings, got 5"),
+                          ({"texts": ["ok", ""]}, r"texts\[1\]: expected a non-empty string"),
+                          ({"texts": ["ok"], "top_k": 0}, r"top_k: expected null"),
+                          ({"texts": ["ok"], "abstain": True}, r"the classifier 'tickets' has no abstention "
+                                                               r"threshold; calibrate it with `judge calibrate")]:
+            r = client.post("/v1/classify", json=body)
+            assert r.status_code == 422, r.text
+            assert re.search(msg, r.json()["detail"][0]["msg"]), r.json()
+        # the decisions contract is unchanged beside it
+        r = client.post("/v1/systemone", json={"state": "x", "questions": {"q": {"type": "noul", "instructions": "?"}}})
+        assert r.status_code == 422 and "model" in json.dumps(r.json())

@@ -248,6 +248,21 @@ class CalibratedMixin:
         Returns
         -------
         self
+            ``calibration_report_`` says where each figure was measured: ``accuracy``, ``nll``, ``ece``,
+            ``coverage`` on these texts (in-sample), ``cross_fitted`` on texts each fold's fit never saw,
+            and ``warnings``.
+
+        Raises
+        ------
+        ValueError
+            Among others: ``target_accuracy`` that no threshold could certify on this many texts
+            (:func:`judge.calibration.review.min_texts_for_target`: 29 for 0.9 at 95%).
+
+        Warns
+        -----
+        UserWarning
+            Fewer than ``max(20, 2 per label)`` texts, a temperature outside ``[0.1, 100]``, or a
+            threshold that abstains on every text (:mod:`judge.calibration.review`), each with what to do.
 
         Examples
         --------

@@ -77,7 +77,13 @@ def run(args) -> int:
     import warnings
     from collections import Counter
 
-    from judge.cli._common import classifier_from_args, print_table, print_warnings, read_data_args, refuse_flags
+    from judge.cli._common import (
+        classifier_from_args,
+        print_table,
+        print_warnings,
+        read_data_args,
+        refuse_flags,
+    )
 
     prog = "judge fit"
     if not args.calibrate_on:

@@ -21,7 +21,12 @@ import json
 import sys
 from pathlib import Path
 
-from judge.cli._common import add_classifier_args, classifier_from_args, exit_on_input_error, refuse_flags
+from judge.cli._common import (
+    add_classifier_args,
+    classifier_from_args,
+    exit_on_input_error,
+    refuse_flags,
+)
 
 __all__ = ["add_parser", "run", "post_texts"]
 
