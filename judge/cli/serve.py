@@ -137,7 +137,7 @@ def run_serve(args: argparse.Namespace) -> int:
         engine = Engine(clf.model_, clf.tokenizer_, device=args.device, max_batch_tokens=args.max_batch_tokens)
     else:
         engine = Engine(args.model, device=args.device, max_batch_tokens=args.max_batch_tokens)
-    model_name = args.model if clf is None else (args.model or clf.model)
+    model_name = args.model if clf is None else (args.model or clf.model or "smollm2-135m-instruct")
     decider = Decider(model_name, device=args.device, calibration=args.calibration, scorer=engine)
     if args.calibration:
         _ = decider.calibration_  # fail now, not on the first request
