@@ -26,6 +26,8 @@ __all__ = [
     "Choice",
     "YesNo",
     "Score",
+    "PromptTemplate",
+    "DEFAULT_PROMPT",
     "LabelError",
     "NotCalibratedError",
     "TrieAutomaton",
@@ -49,6 +51,8 @@ _LAZY = {
     "Choice": "judge.decisions",
     "YesNo": "judge.decisions",
     "Score": "judge.decisions",
+    "PromptTemplate": "judge.prompts",
+    "DEFAULT_PROMPT": "judge.prompts",
 }
 
 

@@ -8,11 +8,24 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_texts", "label_indices", "label_descriptions", "check_classifier_options", "check_encoder_spec"]
+__all__ = ["check_texts", "label_indices", "label_descriptions", "check_label_count", "check_model_arg",
+           "check_classifier_options", "check_encoder_spec"]
 
 
 def check_texts(texts) -> list[str]:
-    """Validate a list of texts (a lone string, a dict, non-strings and blanks are errors)."""
+    """Validate a list of texts (None, a lone string, a dict, non-strings and blanks are errors).
+
+    Examples
+    --------
+    >>> check_texts(("a text", "another"))
+    ['a text', 'another']
+    >>> check_texts(None)
+    Traceback (most recent call last):
+    ...
+    TypeError: texts must be a list of strings, got None; pass e.g. ["my card has not arrived"].
+    """
+    if texts is None:
+        raise TypeError('texts must be a list of strings, got None; pass e.g. ["my card has not arrived"].')
     if isinstance(texts, (str, bytes)):
         raise TypeError(
             f"texts must be a list of strings, got a single {type(texts).__name__}; wrap it in a list: "
@@ -49,10 +62,16 @@ def label_indices(labels, y) -> np.ndarray:
     >>> label_indices(["a", "b"], ["b", "a"]).tolist()
     [1, 0]
     """
+    if y is None:
+        raise TypeError(f"y must be a sequence of labels, one per text, got None; pass the true label of each text "
+                        f"(values of classes_, e.g. {list(labels)[:3]}).")
     if isinstance(y, (str, bytes)):
         raise TypeError(f"y must be a sequence of labels, got a single {type(y).__name__}; wrap it in a list.")
     pos = {lab: i for i, lab in enumerate(labels)}
-    y = list(y)
+    try:
+        y = list(y)
+    except TypeError:
+        raise TypeError(f"y must be a sequence of labels, one per text, got {type(y).__name__} {y!r:.40}.") from None
     bad = sorted({str(v) for v in y if v not in pos})
     if bad:
         raise ValueError(
@@ -84,6 +103,52 @@ def label_descriptions(labels):
                             f"or None for labels without one.")
         out[k] = v
     return out
+
+
+def check_label_count(labels) -> None:
+    """Raise a LabelError unless a classifier's label list has at least two labels.
+
+    One label is refused rather than given a meaning: every text would get it with probability 1
+    (``predict_proba`` a column of ones), which answers nothing. A question about one label is a
+    yes/no question: two labels (``[label, "other"]``) or :class:`judge.YesNo` with :class:`judge.Decider`.
+
+    Examples
+    --------
+    >>> check_label_count(["billing", "other"])
+    >>> check_label_count(["billing"])
+    Traceback (most recent call last):
+    ...
+    judge._errors.LabelError: A Classifier needs at least two labels; got one, 'billing' (every text would get it, with probability 1). To ask whether a text is about 'billing', pass two labels, e.g. Classifier(['billing', 'other']), or ask a yes/no question with judge.Decider and judge.YesNo.
+    """
+    from judge._errors import LabelError
+
+    if len(labels) == 0:
+        raise LabelError("The label list is empty; a Classifier needs at least two labels, e.g. "
+                         "['positive', 'negative'].")
+    if len(labels) == 1:
+        lab = next(iter(labels))
+        raise LabelError(f"A Classifier needs at least two labels; got one, {lab!r} (every text would get it, with "
+                         f"probability 1). To ask whether a text is about {lab!r}, pass two labels, e.g. "
+                         f"Classifier([{lab!r}, 'other']), or ask a yes/no question with judge.Decider and judge.YesNo.")
+
+
+def check_model_arg(model) -> None:
+    """Raise a TypeError unless ``model`` is None, a name or folder (str / PathLike) or a loaded model.
+
+    Examples
+    --------
+    >>> check_model_arg("smollm2-135m-instruct")
+    >>> check_model_arg(5)
+    Traceback (most recent call last):
+    ...
+    TypeError: model must be None (the packaged model), a hub id, a local folder or a loaded PreTrainedModel; got int 5.
+    """
+    import os
+
+    if model is None or isinstance(model, (str, os.PathLike)) or hasattr(model, "forward"):
+        return
+    raise TypeError(f"model must be None (the packaged model), a hub id, a local folder or a loaded "
+                    f"PreTrainedModel; got {type(model).__name__} {model!r:.40}.")
 
 
 def check_classifier_options(methods, *, method, batch_size, end_token, pack, rotations, search_budget,

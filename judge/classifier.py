@@ -29,6 +29,8 @@ import numpy as np
 from judge._checks import (
     check_classifier_options,
     check_encoder_spec,
+    check_label_count,
+    check_model_arg,
     check_texts,
     label_descriptions,
     label_indices,
@@ -54,9 +56,10 @@ class Classifier(CalibratedMixin, InspectionMixin):
 
     Parameters
     ----------
-    labels : sequence of str, length K, or mapping {label: description}
+    labels : sequence of str, length K >= 2, or mapping {label: description}
         The classes, as the caller names them (``classes_`` keeps this order). A mapping also says
         what each label means (None: nothing): the model then scores what ``describe`` says.
+        One label is an error (every text would get it): ask ``[label, "other"]`` or a yes/no question.
     model : None, str, path or PreTrainedModel
         ``None`` or ``"smollm2-135m-instruct"``: the packaged offline model; a
         hub id or local folder; or a loaded model (then pass ``tokenizer``).
@@ -97,7 +100,7 @@ class Classifier(CalibratedMixin, InspectionMixin):
         Add the end-of-answer token to the scored sequences: ``"auto"`` only
         for labels whose tokens are a prefix of another label's.
     progress : bool, optional
-        Progress bar (default: when there are more than 4 batches).
+        Progress bar (default: when there are more than 4 batches, shown once scoring has taken 2 s).
     batch_invariant : bool
         One text per forward pass: bit-identical scores whatever ``batch_size``
         and whatever else is in the call (slower).
@@ -184,7 +187,9 @@ class Classifier(CalibratedMixin, InspectionMixin):
         object.__setattr__(self, "adaptation_", None)  # set by fit(): a head, adapters or demonstrations
         self.descriptions = label_descriptions(labels)
         self.labels = as_label_list(labels)
+        check_label_count(self.labels)
         validate_labels(self.labels)
+        check_model_arg(model)
         self.describe = describe
         check_classifier_options(METHODS, method=method, batch_size=batch_size, end_token=end_token, pack=pack,
                                  rotations=rotations, search_budget=search_budget,
@@ -221,14 +226,15 @@ class Classifier(CalibratedMixin, InspectionMixin):
                                                            describe))  # fail early on look-alikes
 
     def __setattr__(self, name, value):
-        if name in _PARAMS and self.__dict__.get("_compiled") is not None:
-            if name == "labels":
-                from judge.labels import check_distinguishable
+        if name == "labels" and "labels" in self.__dict__:  # (set again after __init__: checked as there)
+            from judge.labels import check_distinguishable
 
-                object.__setattr__(self, "descriptions", label_descriptions(value))
-                value = as_label_list(value)
-                validate_labels(value)
-                check_distinguishable(value)
+            object.__setattr__(self, "descriptions", label_descriptions(value))
+            value = as_label_list(value)
+            check_label_count(value)
+            validate_labels(value)
+            check_distinguishable(value)
+        if name in _PARAMS and self.__dict__.get("_compiled") is not None:
             with self._lock:
                 object.__setattr__(self, "_compiled", None)  # recompiled on next use
                 if self.calibration_ is not None and name not in ("tokenizer", "device", "backend"):
@@ -434,7 +440,7 @@ class Classifier(CalibratedMixin, InspectionMixin):
         ``search_budget`` tokens for a text the best label found is returned,
         with a warning; ``search_report_`` holds ``certified`` and ``gap`` per
         text. With ``abstain=True`` the full distribution is computed (the
-        threshold needs the true top probability).
+        threshold needs the true top probability); :meth:`predict_records` says why each None.
 
         Returns
         -------
@@ -466,7 +472,8 @@ class Classifier(CalibratedMixin, InspectionMixin):
             top = np.argmax(proba, axis=1) if len(proba) else np.zeros(0, np.int64)
         self._warn_if_collapsed(top)
         out = self.classes_[top] if len(top) else np.empty(0, dtype=object)
-        if abstain:
+        if abstain:  # why each None: predict_records
+            self._note_threshold()
             out[proba.max(axis=1) < cal.threshold] = None
         return out
 
@@ -553,4 +560,9 @@ class Classifier(CalibratedMixin, InspectionMixin):
         return load_classifier(cls, directory, model=model, tokenizer=tokenizer, device=device)
 
     def __repr__(self):
-        return f"Classifier(K={len(self.labels)}, model={self.model or 'smollm2-135m-instruct'!r}, method={self.method!r})"
+        m = self.model
+        m = repr(os.fspath(m)) if isinstance(m, (str, os.PathLike)) else \
+            "'smollm2-135m-instruct'" if m is None else f"<{type(m).__name__}>"
+        state = "".join([", calibrated" if self.calibration_ is not None else "",
+                         f", fitted={self.adaptation_.kind!r}" if self.adaptation_ is not None else ""])
+        return f"Classifier(K={len(self.labels)}, model={m}, method={self.method!r}{state})"

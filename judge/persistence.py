@@ -87,7 +87,7 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
     """
     from safetensors.numpy import save_file
 
-    d = Path(directory)
+    d = Path(_check_directory(directory, "save"))
     d.mkdir(parents=True, exist_ok=True)
     prompt = clf.prompt
     if isinstance(prompt, PromptTemplate):
@@ -132,6 +132,15 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
     return d
 
 
+def _check_directory(directory, verb: str):
+    """``directory`` if it is a str or PathLike, else a TypeError naming what was given."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"Classifier.{verb}() takes a folder path (str or pathlib.Path), got "
+                        f"{type(directory).__name__} {directory!r:.40}; e.g. {'clf' if verb == 'save' else 'Classifier'}.{verb}"
+                        f"('my-classifier').")
+    return directory
+
+
 def _need(cfg, key, path, types):
     if key not in cfg:
         raise ValueError(f"{path} lacks the field {key!r}; it was not written by Classifier.save() of this version.")
@@ -157,7 +166,7 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
     """
     from safetensors.numpy import load_file
 
-    d = Path(directory)
+    d = Path(_check_directory(directory, "load"))
     path = d / "classifier.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; pass the directory given to Classifier.save().")

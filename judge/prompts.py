@@ -174,6 +174,19 @@ class PromptTemplate:
     >>> prefix, suffix = p.split(None, ["yes", "no"])
     >>> prefix.endswith("Text: "), suffix
     (True, '{text}\\nLabel:')
+
+    Changing the prompt of a classifier: start from the default (:data:`DEFAULT_PROMPT`, a
+    completion prompt without the label list) and replace a field; ``prompt_prefix_`` shows
+    what the model reads before each text.
+
+    >>> import dataclasses
+    >>> from judge import Classifier, DEFAULT_PROMPT, PromptTemplate
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> mine = dataclasses.replace(DEFAULT_PROMPT, completion="Support ticket: {text}\\nTeam:")
+    >>> clf = Classifier(["billing", "cards"], model, tokenizer=tok, prompt=mine)
+    >>> clf.prompt_prefix_
+    'Support ticket: '
     """
 
     system: str = DEFAULT_SYSTEM

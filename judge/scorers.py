@@ -520,7 +520,7 @@ def zero_shot_scores(clf, texts) -> np.ndarray:
     if not texts:
         return np.zeros((0, len(clf.labels)))
     step = 1 if clf.batch_invariant else clf.batch_size
-    show = clf.progress if clf.progress is not None else len(texts) > 4 * step
+    show = clf.progress if clf.progress is not None else ("auto" if len(texts) > 4 * step else False)
     if clf.shortlist is not None and c.label_seqs is not None:
         return score_shortlist(c, texts, shortlist_of(clf, c).query(texts), batch_size=step)
     if c.method == "search" and clf.shortlist is None:  # labels within search_tolerance of the mass, the rest -inf

@@ -216,3 +216,11 @@ def test_search_small_and_scaling(tiny, datasets_dir, tmp_path):
                  "--full-up-to", "50", "--json", tmp_path / "k.json") == 0
     rows = json.loads((tmp_path / "k.json").read_text())["rows"]
     assert [r["K"] for r in rows] == [50, 50] and all(r["certified"] == 1.0 for r in rows)
+
+
+def test_fit_predict_cost(tiny, datasets_dir, tmp_path):
+    _main("fit_predict_cost", "--model", "tiny", "--datasets", "trec", "--per-class", "2", "--n-test", "4",
+          "--repeats", "1", "--data-dir", datasets_dir, "--json", tmp_path / "c.json")
+    (row,) = json.loads((tmp_path / "c.json").read_text())
+    assert row["dataset"] == "trec" and row["n_train"] == 2 * row["K"] and row["fitted_cpu_s"] > 0
+    assert "answer_states" in row["fitted_parts_cpu_s"]

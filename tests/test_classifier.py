@@ -169,8 +169,8 @@ def test_bad_texts(tiny_llama, texts, exc, message):
     ({"labels": ["a_b", "a b"]}, LabelError, r"both shown to the model as 'a b'"),
     ({"labels": ["x", ""]}, LabelError, r"Label 1 is empty or only whitespace"),
     ({"labels": ["x", 1]}, LabelError, r"Label 1 is a int"),
-    ({"labels": ["x"], "method": "fastest"}, ValueError, r"Unknown method 'fastest'; valid methods are"),
-    ({"labels": ["x"], "batch_size": 0}, ValueError, r"batch_size must be a positive int, got 0"),
+    ({"labels": ["x", "y"], "method": "fastest"}, ValueError, r"Unknown method 'fastest'; valid methods are"),
+    ({"labels": ["x", "y"], "batch_size": 0}, ValueError, r"batch_size must be a positive int, got 0"),
 ])
 def test_bad_arguments(kwargs, exc, message):
     labels = kwargs.pop("labels")
@@ -183,7 +183,7 @@ def test_model_object_without_tokenizer(tiny_llama):
         Classifier(["a", "b"], tiny_llama[0]).predict(["hi"])
 
 
-def test_single_label_has_probability_one(tiny_llama):
-    clf = _clf(tiny_llama, ["only_label"])
-    np.testing.assert_array_equal(clf.predict_proba(TEXTS[:2]), [[1.0], [1.0]])
-    assert list(clf.predict(TEXTS[:2])) == ["only_label", "only_label"]
+def test_single_label_is_refused(tiny_llama):
+    """One label answered every text with probability 1 (issue 32): refused, naming what to ask instead."""
+    with pytest.raises(LabelError, match=r"needs at least two labels; got one, 'only_label'"):
+        _clf(tiny_llama, ["only_label"])

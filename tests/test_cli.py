@@ -14,7 +14,7 @@ import pytest
 from judge.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[1]
-COMMANDS = ["predict", "evaluate", "bench", "serve", "calibrate-decisions", "batch"]
+COMMANDS = ["predict", "calibrate", "fit", "evaluate", "bench", "serve", "calibrate-decisions", "batch"]
 
 
 def test_predict_from_stdin_lines(tiny_dir, monkeypatch, capsys):

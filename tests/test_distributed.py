@@ -223,6 +223,8 @@ def test_abstain_with_a_calibrated_saved_classifier(cluster, tiny_dir, tmp_path)
     by = _check_complete(out.take_all(), n=64)
     np.testing.assert_array_equal(np.array([by[i]["probabilities"] for i in range(64)]), want)
     assert [by[i]["abstained"] for i in range(64)] == list(~keep)
+    assert all((by[i]["abstain_reason"] is None) == bool(keep[i]) for i in range(64))   # each abstention says why
+    assert all("is below the threshold" in by[i]["abstain_reason"] for i in range(64) if not keep[i])
     assert [by[i]["label"] for i in range(64)] == [LABELS[int(np.argmax(want[i]))] if keep[i] else None
                                                     for i in range(64)]
 

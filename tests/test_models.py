@@ -31,7 +31,7 @@ def test_packaged_model_converts_once_and_reloads(tmp_path, monkeypatch, smollm2
 def test_bad_model_arguments():
     with pytest.raises(TypeError, match=r"model must be None, a hub id, a local folder or a loaded PreTrainedModel; got int"):
         models.load_model(3)
-    with pytest.raises(OSError, match=r"Could not load model '/nonexistent/model'"):
+    with pytest.raises(OSError, match=r"Model '/nonexistent/model' was not found on this machine: no such folder"):
         models.load_model("/nonexistent/model")
 
 

@@ -117,7 +117,7 @@ _text = st.text(min_size=1, max_size=40).filter(lambda s: s.strip())
 
 @pytest.mark.parametrize("name", TOKENIZERS)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(labels=st.lists(_label, min_size=1, max_size=6, unique=True), texts=st.lists(_text, min_size=1, max_size=3),
+@given(labels=st.lists(_label, min_size=2, max_size=6, unique=True), texts=st.lists(_text, min_size=1, max_size=3),
        method=st.sampled_from(["auto", "exact", "decode"]))
 def test_fuzz_output_is_always_a_label(name, labels, texts, method):
     model, tok = _tiny_for(name)

@@ -108,6 +108,9 @@ class Demonstrations:
         if not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"demonstrations k must be an int >= 1, got {self.k!r}.")
 
+    def __repr__(self):
+        return f"Demonstrations(m={len(self.texts)}, d={self.states.shape[1]}, k={self.k})"
+
     def neighbours(self, states) -> np.ndarray:
         """Indices of the ``k`` nearest demonstrations per row, least similar first: (n, min(k, m)) int."""
         sim = _unit(states) @ self.states.T

@@ -115,8 +115,8 @@ def check_fit_args(labels, texts, y, method, options) -> tuple[list, np.ndarray,
                         f"{sorted(OPTIONS[method])}.")
     opts = dict(OPTIONS[method], **options)
     texts = check_texts(texts)
-    if isinstance(y, (str, bytes)):
-        raise TypeError(f"y must be a sequence of labels, got a single {type(y).__name__}; wrap it in a list.")
+    if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
+        label_indices(labels, y)  # raises the TypeError naming what was given
     y = list(y)
     if len(texts) != len(y):
         raise ValueError(f"texts and y differ in length ({len(texts)} vs {len(y)}); pass one label per text.")

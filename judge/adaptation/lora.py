@@ -157,6 +157,10 @@ class LoraAdapter:
     def scaling(self) -> float:
         return float(self.alpha) / int(self.rank)
 
+    def __repr__(self):
+        return (f"LoraAdapter(rank={self.rank}, alpha={self.alpha:g}, target_modules={list(self.target_modules)}, "
+                f"matrices={len(self.matrices)})")
+
     def classifier(self, clf):
         """The classifier on the merged model: same labels, prompt, options.
 

@@ -248,6 +248,21 @@ class CalibratedMixin:
         Returns
         -------
         self
+            ``calibration_report_`` says where each figure was measured: ``accuracy``, ``nll``, ``ece``,
+            ``coverage`` on these texts (in-sample), ``cross_fitted`` on texts each fold's fit never saw,
+            and ``warnings``.
+
+        Raises
+        ------
+        ValueError
+            Among others: ``target_accuracy`` that no threshold could certify on this many texts
+            (:func:`judge.calibration.review.min_texts_for_target`: 29 for 0.9 at 95%).
+
+        Warns
+        -----
+        UserWarning
+            Fewer than ``max(20, 2 per label)`` texts, a temperature outside ``[0.1, 100]``, or a
+            threshold that abstains on every text (:mod:`judge.calibration.review`), each with what to do.
 
         Examples
         --------
@@ -290,11 +305,65 @@ class CalibratedMixin:
         cal = fit_resolved(tuple(self.labels), scores, yi, resolved, content_free_scores=content,
                            temperature=temperature, target_accuracy=target_accuracy, coverage=coverage,
                            confidence=confidence)
+        _review(cal, lambda s, y_: fit_resolved(tuple(self.labels), s, y_, resolved, content_free_scores=content,
+                                                temperature=temperature), scores, yi)
         if fusion is not None:
             object.__setattr__(self, "fusion_", fusion)
         object.__setattr__(self, "calibration_", cal)
         return self
 
+
+    def predict_records(self, texts, *, abstain: bool = False, top_k: int | None = None) -> list[dict]:
+        """Each text's answer as a record that says why it was abstained on (what ``judge predict`` writes).
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+        abstain : bool
+            Abstain below the calibrated threshold (needs ``calibrate(..., target_accuracy=...)`` or
+            ``coverage=...``); each abstention carries its reason.
+        top_k : int, optional
+            The most probable labels per record (None: all K, most probable first).
+
+        Returns
+        -------
+        list of n dicts
+            ``label`` (None when abstained), ``confidence`` (top probability), ``probabilities``
+            ({label: p}, most probable first), ``abstained``, ``abstain_reason`` (None when answered):
+            :func:`judge.calibration.review.prediction_records`.
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> clf = Classifier(["yes", "no"], model, tokenizer=tok)
+        >>> rec = clf.predict_records(["Is water wet?"])[0]
+        >>> sorted(rec), rec["abstain_reason"] is None
+        (['abstain_reason', 'abstained', 'confidence', 'label', 'probabilities'], True)
+        """
+        from judge.calibration.review import prediction_records
+
+        cal = self.calibration_
+        if abstain and (cal is None or cal.threshold is None):
+            raise NotCalibratedError(
+                "This Classifier has no abstention threshold: call calibrate(texts, y, target_accuracy=...) "
+                "or calibrate(texts, y, coverage=...) before predict_records(abstain=True).")
+        if abstain:
+            self._note_threshold()
+        proba = self.predict_proba(texts)
+        return prediction_records(self.labels, proba, threshold=cal.threshold if abstain else None,
+                                  report=cal.report if abstain else None, top_k=top_k)
+
+    def _note_threshold(self) -> None:
+        """Warn when the calibrated threshold abstains on every text (it certified nothing), saying why."""
+        cal = self.calibration_
+        if cal is not None and cal.threshold is not None and cal.threshold > 1.0:
+            from judge.calibration.review import threshold_words
+
+            warnings.warn(f"Every text is abstained on: {threshold_words(cal.report)} (see calibration_report_"
+                          f"['warnings']). Calibrate on more texts, lower target_accuracy, or use coverage=...",
+                          UserWarning, stacklevel=3)
 
     @property
     def is_calibrated(self) -> bool:
@@ -347,6 +416,16 @@ class CalibratedMixin:
         cp = ConformalPredictor(method=method, alpha=alpha, non_empty=True).fit(cal.y, cal.proba)
         member = cp.predict_set(cal.transform(self.decision_function(texts)))
         return [[self.labels[k] for k in np.flatnonzero(row)] for row in member]
+
+
+def _review(cal, refit, scores, y) -> None:
+    """Add the cross-fitted figures and the warnings to ``cal.report`` (:mod:`judge.calibration.review`); warn each."""
+    from judge.calibration.review import cross_fitted, review_calibration
+
+    cal.report["cross_fitted"] = cross_fitted(refit, scores, y)
+    cal.report["warnings"] = review_calibration(cal.report, y, len(cal.labels))
+    for w in cal.report["warnings"]:
+        warnings.warn(f"calibrate(): {w}", UserWarning, stacklevel=3)
 
 
 def check_content_free(inputs, where: str) -> list[str]:

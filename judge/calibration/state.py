@@ -66,6 +66,9 @@ def check_calibrate_args(n, y, k, *, bias, bias_l2, temperature, target_accuracy
         if v is not None and not (isinstance(v, (int, float)) and 0.0 < float(v) <= top):
             span = "(0, 1]" if name == "coverage" else "(0, 1)"
             raise ValueError(f"{name} must be a number in {span}, got {v!r}.")
+    from judge.calibration.review import check_target_size
+
+    check_target_size(n, k, target_accuracy, confidence)  # too few texts to certify it at all: refuse now
     if scores is None:
         return None
     scores = np.asarray(scores, np.float64)
@@ -250,6 +253,11 @@ class Calibration:
     def __post_init__(self):
         self.validate()
 
+    def __repr__(self):
+        from judge.calibration.review import describe_calibration
+
+        return describe_calibration(self)
+
     def validate(self) -> None:
         """Raise ValueError naming the field when any part is inconsistent or out of range."""
         K = len(self.labels)
@@ -360,11 +368,22 @@ class Calibration:
         proba = draft.transform(scores)
         th = None
         if target_accuracy is not None or coverage is not None:
-            th = float(select_threshold(y, proba, target_accuracy=target_accuracy, coverage=coverage,
-                                        confidence=confidence))
+            import warnings
+
+            with warnings.catch_warnings():  # an abstain-on-all threshold is reported by review_calibration
+                warnings.simplefilter("ignore", UserWarning)
+                th = float(select_threshold(y, proba, target_accuracy=target_accuracy, coverage=coverage,
+                                            confidence=confidence))
         raw = softmax(scores)
+        kept = proba.max(1) >= th if th is not None else np.ones(len(y), bool)
         report = {
-            "n": int(len(y)), "bias": bias_method, "bias_l2": fit_bias, "temperature": T, "threshold": th,
+            "n": int(len(y)), "measured_on": f"the {len(y)} calibration texts, in-sample: the bias, temperature "
+                                             f"and threshold were fitted on these same texts",
+            "bias": bias_method, "bias_l2": fit_bias, "temperature": T, "threshold": th,
+            "target_accuracy": target_accuracy, "coverage_target": coverage,
+            "confidence": confidence if target_accuracy is not None else None,
+            "coverage": float(kept.mean()) if len(y) else 0.0,
+            "selective_accuracy": float((proba.argmax(1) == y)[kept].mean()) if kept.any() else None,
             "accuracy_raw": float((raw.argmax(1) == y).mean()),
             "accuracy": float((proba.argmax(1) == y).mean()),
             "ece_raw": float(expected_calibration_error(y, raw)),

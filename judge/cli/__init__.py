@@ -1,10 +1,12 @@
-"""The ``judge`` command: ``predict``, ``evaluate``, ``bench``, ``batch``, ``serve``, ``calibrate-decisions``.
+"""The ``judge`` command: ``predict``, ``calibrate``, ``fit``, ``evaluate``, ``bench``, ``batch``, ``serve``, ``calibrate-decisions``.
 
 One module per subcommand, each with ``add_parser(subparsers)`` and ``run(args)``
 (`judge.cli.serve` adds two commands):
 
 - ``judge predict`` (`judge.cli.predict`) classifies texts from a file or stdin
-  and writes JSONL;
+  and writes JSONL (zero-shot labels, a saved classifier folder, or a running server);
+- ``judge calibrate`` and ``judge fit`` (`judge.cli.calibrate`, `judge.cli.fit`) learn from the
+  user's labelled CSV/JSONL and write a classifier folder that ``predict`` and ``serve`` load;
 - ``judge evaluate`` (`judge.cli.evaluate`) runs a dataset end to end
   (`judge.evaluation.evaluate`) and writes ``metrics.json``, ``predictions.csv``
   and plots;
@@ -26,7 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from judge.cli import batch, bench, evaluate, predict, serve
+from judge.cli import batch, bench, calibrate, evaluate, fit, predict, serve
 
 __all__ = ["main", "build_parser"]
 
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="judge", description="Zero-shot classification with a causal LM over a label trie.")
     sub = p.add_subparsers(dest="command", required=True)
     predict.add_parser(sub)
+    calibrate.add_parser(sub)
+    fit.add_parser(sub)
     evaluate.add_parser(sub)
     bench.add_parser(sub)
     serve.add_parsers(sub)  # integrations at the edge: FastAPI / Ray are imported only when run

@@ -31,8 +31,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """
     be = subparsers.add_parser("bench", help="time the trie automaton on a tokenizer (see bench/ for peers)")
     be.add_argument("--tokenizer", required=True, help="tokenizer folder or hub id")
-    be.add_argument("--k", default="100,1000,10000")
-    be.add_argument("--repeats", type=int, default=3)
+    be.add_argument("--k", default="100,1000,10000", help="label-set sizes to time, comma-separated "
+                                                           "(default 100,1000,10000)")
+    be.add_argument("--repeats", type=int, default=3, help="timings per size; the median is shown (default 3)")
     be.set_defaults(func=run)
     return be
 

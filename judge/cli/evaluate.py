@@ -32,11 +32,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """
     ev = subparsers.add_parser("evaluate", help="evaluate on a dataset; writes metrics.json, predictions.csv, plots")
     ev.add_argument("dataset", help="banking77, clinc150, trec or massive")
-    ev.add_argument("--model", default=None)
+    ev.add_argument("--model", default=None, help="hub id, local folder or packaged alias (default: smollm2-135m-instruct)")
     ev.add_argument("--data-dir", default=None, help="folder with the datasets (default $JUDGE_DATA_DIR, else the hub)")
-    ev.add_argument("--split", default="test")
+    ev.add_argument("--split", default="test", help="split to evaluate on (default test)")
     ev.add_argument("--limit", type=int, default=None, help="seeded stratified sample of N texts")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=int, default=0, help="seed of the --limit samples and the fit draw (default 0)")
     ev.add_argument("--calibrate-on", default=None, help="split to calibrate on, e.g. validation")
     ev.add_argument("--calibration-limit", type=int, default=None, help="seeded stratified sample of the calibration split")
     ev.add_argument("--bias", default="auto", choices=BIAS_CHOICES,
@@ -46,17 +46,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     help="shrinkage of a fitted ('+fit') bias, or cv: chosen by out-of-fold NLL")
     ev.add_argument("--rotations", type=int, default=1,
                     help="average over this many rotations of the label list (R times the cost)")
-    ev.add_argument("--target-accuracy", type=float, default=None)
-    ev.add_argument("--baseline", choices=["generate"], default=None)
-    ev.add_argument("--method", default="auto", choices=["auto", "first_token", "exact", "decode"])
+    ev.add_argument("--target-accuracy", type=float, default=None,
+                    help="with --calibrate-on: an abstention threshold certifying this accuracy")
+    ev.add_argument("--baseline", choices=["generate"], default=None,
+                    help="also run free generation (greedy, then matched to a label) as a baseline")
+    ev.add_argument("--method", default="auto", choices=["auto", "first_token", "exact", "search", "decode"],
+                    help="how labels are scored (default auto; search: the certified best-first search)")
     ev.add_argument("--label-names", default="dataset", choices=["dataset", "natural", "raw"],
                     help="what the model writes: the dataset's readable names (TREC), natural (a_b -> a b) or raw")
-    ev.add_argument("--batch-size", type=int, default=8)
+    ev.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
     ev.add_argument("--include-oos", action="store_true", help="CLINC150: add the out-of-scope class")
     ev.add_argument("--granularity", choices=["coarse", "fine"], default=None, help="TREC label granularity")
     ev.add_argument("--fit-on", default=None, help="split to fit on first (Classifier.fit), e.g. train")
     ev.add_argument("--per-class", type=int, default=None, help="fit on a seeded draw of N texts per class")
-    ev.add_argument("--fit-method", default="head", choices=["head", "lora", "demos"])
+    ev.add_argument("--fit-method", default="head", choices=["head", "lora", "demos"],
+                    help="with --fit-on: what to fit (default head)")
     ev.add_argument("--out", required=True, help="output directory")
     ev.set_defaults(func=run)
     return ev

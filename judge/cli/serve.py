@@ -2,7 +2,8 @@
 
 ``judge serve`` builds a `judge.decisions.Decider` and serves
 `judge.server.app.create_app` with uvicorn (``/v1/systemone``,
-``/v1/decisions``, ``/v1/models``); ``judge calibrate-decisions`` fits a
+``/v1/decisions``, ``/v1/models``; with ``--classifier DIR`` also ``/v1/classify``, what
+``judge predict --server URL`` asks, so repeated calls pay the model load once); ``judge calibrate-decisions`` fits a
 profile with `judge.decisions.calibrate_decisions` from labelled JSONL.
 FastAPI and uvicorn are imported only when ``serve`` runs (the ``[serve]`` extra).
 
@@ -27,6 +28,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="require `Authorization: Bearer $VAR` (unset: any key is accepted)")
     p.add_argument("--calibration", metavar="PROFILE", default=None,
                    help="decision calibration profile from `judge calibrate-decisions`")
+    p.add_argument("--classifier", metavar="DIR", default=None,
+                   help="also serve this saved classifier (from judge calibrate, judge fit or Classifier.save) on "
+                        "POST /v1/classify, for `judge predict --server URL`; its model serves the decisions too "
+                        "(unless --model names another)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
     p.add_argument("--backend", choices=("transformers", "vllm"), default="transformers",
                    help="who scores: the transformers engine (default) or vLLM (its own environment: "
@@ -50,14 +55,14 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                         "oversubscribed machine")
     p.add_argument("--drain-seconds", type=float, default=300,
                    help="on SIGTERM/SIGINT, how long admitted requests may take to finish (default 300)")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default="info", help="uvicorn's log level (default info)")
 
 
 def _calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="labelled decisions, JSONL (see judge.decisions.calibrate_decisions)")
     p.add_argument("--out", required=True, metavar="PROFILE", help="where to write the profile (JSON)")
-    p.add_argument("--model", default=None)
-    p.add_argument("--device", default=None)
+    p.add_argument("--model", default=None, help="hub id, local folder or packaged alias (default: smollm2-135m-instruct)")
+    p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
     p.add_argument("--no-bias", action="store_true", help="fit temperatures only")
 
 
@@ -115,13 +120,25 @@ def run_serve(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.torch_threads)
+    clf, name = None, None
+    if getattr(args, "classifier", None):
+        clf, name = _load_classifier(args)
+        if clf is None:
+            return 2
     if getattr(args, "backend", "transformers") == "vllm":  # the same scoring calls, answered by vLLM
         from judge.backends.vllm import VLLMScorer
 
+        if clf is not None:
+            print("judge serve: --classifier runs on the transformers engine; drop --backend vllm or --classifier.",
+                  file=sys.stderr)
+            return 2
         engine = VLLMScorer(args.model)
+    elif clf is not None:  # one copy of the model: the classifier's, already loaded
+        engine = Engine(clf.model_, clf.tokenizer_, device=args.device, max_batch_tokens=args.max_batch_tokens)
     else:
         engine = Engine(args.model, device=args.device, max_batch_tokens=args.max_batch_tokens)
-    decider = Decider(args.model, device=args.device, calibration=args.calibration, scorer=engine)
+    model_name = args.model if clf is None else (args.model or clf.model or "smollm2-135m-instruct")
+    decider = Decider(model_name, device=args.device, calibration=args.calibration, scorer=engine)
     if args.calibration:
         _ = decider.calibration_  # fail now, not on the first request
     try:
@@ -133,9 +150,29 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"judge serve: {e}", file=sys.stderr)
         return 2
-    uvicorn.run(create_app(decider, config), host=args.host, port=args.port, log_level=args.log_level,
+    app = create_app(decider, config, classifier=clf, classifier_name=name or "classifier")
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
                 timeout_graceful_shutdown=args.drain_seconds)
     return 0
+
+
+def _load_classifier(args):
+    """(the saved classifier of ``--classifier``, set up now; its folder's name), or (None, None) after a message."""
+    from pathlib import Path
+
+    from judge.classifier import Classifier
+
+    folder = Path(args.classifier)
+    if not (folder / "classifier.json").is_file():
+        print(f"judge serve: --classifier {args.classifier!r} has no classifier.json; pass a folder written by judge "
+              f"calibrate, judge fit, judge evaluate (OUT/classifier) or Classifier.save().", file=sys.stderr)
+        return None, None
+    try:
+        clf = Classifier.load(folder, model=args.model, device=args.device).setup()  # load the model now
+    except (ValueError, OSError) as e:
+        print(f"judge serve: --classifier {args.classifier!r}: {e}", file=sys.stderr)
+        return None, None
+    return clf, folder.resolve().name
 
 
 def run_calibrate_decisions(args: argparse.Namespace) -> int:

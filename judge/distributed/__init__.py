@@ -8,7 +8,7 @@ so ``import judge.distributed`` is light.
 - `classify_dataset`: ``Dataset.map_batches`` with a callable class; each actor
   builds (or loads) its `judge.Classifier` once, in ``__init__``, and scores
   the batches Ray gives it. Output rows keep every input column and add
-  ``label``, ``confidence``, ``abstained`` and ``probabilities``.
+  ``label``, ``confidence``, ``abstained``, ``abstain_reason`` and ``probabilities``.
 - `classify_files` / `read_inputs`: the same over parquet / CSV / JSONL files
   or folders (found by `judge.io.expand_inputs`), written as parquet.
 - `decide_dataset`: typed questions (`judge.decisions`) about a state column.
@@ -24,6 +24,7 @@ column              arrow type         meaning
 ``label``           string (nullable)  the most probable label; null when abstained
 ``confidence``      float64            the top probability
 ``abstained``       bool               below the calibrated ``threshold_``
+``abstain_reason``  string (nullable)  why (confidence, threshold, what it certifies); null when answered
 ``probabilities``   list<float64>      length K, in ``classes_`` order (no top_k)
 ``top_labels``      list<string>       with ``top_k``: the k most probable labels
 ``top_probabilities`` list<float64>    with ``top_k``: their probabilities

@@ -17,7 +17,7 @@ from judge.distributed._checks import check_model_ref, check_positive, ray_modul
 __all__ = ["classify_dataset", "classify_files", "read_inputs", "decide_dataset", "OUTPUT_COLUMNS"]
 
 #: Columns `classify_dataset` adds (``probabilities`` is replaced by the two ``top_`` columns with ``top_k``).
-OUTPUT_COLUMNS = ("label", "confidence", "abstained", "probabilities")
+OUTPUT_COLUMNS = ("label", "confidence", "abstained", "abstain_reason", "probabilities")
 _TOP_COLUMNS = ("top_labels", "top_probabilities")
 
 
@@ -65,19 +65,25 @@ class _ClassifyBatch:
         import pyarrow as pa
 
         proba = self.clf.predict_proba(self._texts(table))
+        cal = self.clf.calibration_
         return _append_outputs(table, proba, self.clf.classes_, self.clf.threshold_ if self.abstain else None,
-                               self.top_k, pa)
+                               self.top_k, pa, report=cal.report if self.abstain and cal is not None else None)
 
 
-def _append_outputs(table, proba: np.ndarray, classes: np.ndarray, threshold: float | None, top_k: int | None, pa):
-    """``table`` with the output columns of `proba` (shape (n, K)) appended."""
+def _append_outputs(table, proba: np.ndarray, classes: np.ndarray, threshold: float | None, top_k: int | None, pa,
+                    report=None):
+    """``table`` with the output columns of `proba` (shape (n, K)) appended (``report``: the threshold's, for reasons)."""
+    from judge.calibration.review import abstention_reason
+
     n, k = proba.shape
     best = np.argmax(proba, axis=1) if n else np.zeros(0, dtype=np.int64)
     conf = proba[np.arange(n), best] if n else np.zeros(0)
     abstained = conf < threshold if threshold is not None else np.zeros(n, dtype=bool)
     labels = [None if a else str(classes[b]) for a, b in zip(abstained, best)]
+    why = [abstention_reason(float(c), dict(report or {}, threshold=threshold)) if a else None
+           for a, c in zip(abstained, conf)]
     cols = {"label": pa.array(labels, pa.string()), "confidence": pa.array(conf, pa.float64()),
-            "abstained": pa.array(abstained, pa.bool_())}
+            "abstained": pa.array(abstained, pa.bool_()), "abstain_reason": pa.array(why, pa.string())}
     if top_k is None:
         cols["probabilities"] = pa.array(list(proba.astype(np.float64)), pa.list_(pa.float64()))
     else:

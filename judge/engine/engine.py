@@ -402,7 +402,8 @@ class Engine:
         attention over the whole row); ``batch_size`` caps the rows of a pass.
         Passes are planned by :func:`judge.engine.passes.plan_passes` within
         ``max_batch_tokens`` and ``max_batch_logits`` (a group too large for one
-        row is split over rows that share its cached prefix).
+        row is split over rows that share its cached prefix). ``progress``: a bar
+        (``"auto"``: shown only once the scoring has taken 2 s, so short calls print none).
         """
         self.setup()
         if not isinstance(pack, int) or pack < 1:
@@ -424,7 +425,7 @@ class Engine:
             if progress:
                 from tqdm.auto import tqdm
 
-                it = tqdm(passes, desc="scoring", unit="pass")
+                it = tqdm(passes, desc="scoring", unit="pass", delay=2.0 if progress == "auto" else 0.0)
             tokens = 0
             for p in it:
                 if rid is None or rid[0] != p.root:

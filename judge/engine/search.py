@@ -80,6 +80,11 @@ class SearchResult:
     rounds: np.ndarray
     found: list
 
+    def __repr__(self):
+        n = len(self.found)
+        return (f"SearchResult(n={n}, certified={int(np.sum(self.certified))}/{n}, "
+                f"tokens_fed={int(np.sum(self.fed))})")
+
     def dense(self, k: int) -> np.ndarray:
         """The labels' exact log-probabilities as an (n, k) array, NaN where not completed."""
         out = np.full((len(self.found), k), np.nan)

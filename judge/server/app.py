@@ -1,7 +1,7 @@
 """The ASGI app: routes, the auth and body gate, admission, the micro-batched scoring worker.
 
 Routes: ``POST /v1/systemone``, ``POST /v1/decisions``, ``GET /v1/models``,
-``GET /healthz``. Every ``/v1/`` request passes the `_Gate` first: it gets a request id
+``GET /healthz``, and with a saved classifier ``POST /v1/classify`` (`judge.server.classify`). Every ``/v1/`` request passes the `_Gate` first: it gets a request id
 (the ``x-request-id`` header of its response), the bearer key is checked when one is
 configured (any key, or none, is accepted otherwise), and the body is read bounded by
 ``max_body_bytes`` whether it is compressed or not (413 naming the limit and the size);
@@ -326,14 +326,19 @@ def _served_name(decider: Decider, config: ServerConfig) -> str:
     return f"trie-judge/{name}"
 
 
-def create_app(decider: Decider | None = None, config: ServerConfig | None = None) -> FastAPI:
-    """The FastAPI app serving ``decider``.
+def create_app(decider: Decider | None = None, config: ServerConfig | None = None, *, classifier=None,
+               classifier_name: str = "classifier") -> FastAPI:
+    """The FastAPI app serving ``decider`` (and, given one, a saved classifier on ``/v1/classify``).
 
     Parameters
     ----------
     decider : Decider, optional
         Default: ``Decider()`` (the packaged model, loaded at startup).
     config : ServerConfig, optional
+    classifier : judge.Classifier, optional
+        Served on ``POST /v1/classify`` (`judge.server.classify`), scored on the same worker thread.
+    classifier_name : str
+        Its name in ``/v1/classify`` responses.
 
     Returns
     -------
@@ -531,6 +536,11 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
                 "memory_bound_bytes": bound["total"],
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat()}
 
+    if classifier is not None:
+        from judge.server.classify import add_classify_route
+
+        add_classify_route(app, classifier, batcher, name=classifier_name, max_texts=config.max_questions,
+                           extensions=config.extensions)
     app.add_middleware(_Gate, api_key=config.api_key, max_body_bytes=config.max_body_bytes, stats=stats)
     return app
 
