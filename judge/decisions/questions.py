@@ -381,6 +381,8 @@ class Answer:
     spellings : dict or None
         Yes/no questions: ``{"true": [...], "false": [...]}``, the spellings whose
         probabilities were summed for each side.
+    guard : judge.decisions.guard.GuardReport or None
+        What the guard flagged and erased (guarded answers only).
 
     Examples
     --------
@@ -402,6 +404,7 @@ class Answer:
     bias: str | None = None
     scored: str = "names"
     spellings: dict | None = None
+    guard: Any = None
 
     def to_wire(self, *, extensions: bool = False) -> dict:
         """The answer as the ``/v1/systemone`` contract writes it.
