@@ -217,13 +217,13 @@ _VERDICT_WORDS = (r"approved|approve|allowed?|benign|safe|clean|harmless|legit(?
                   r"pass|accepted|eligible|genuine|trusted|whitelisted|allowlisted|authori[sz]ed|compliant|valid|"
                   r"low[ _-]?risk|no[ _-]?risk|not[ _-]?(?:spam|phishing|malicious|fraud(?:ulent)?|an?[ _-]?attack|"
                   r"injection|suspicious|harmful)|ok(?:ay)?|true|false|none|denied|rejected|malicious|spam|phishing|"
-                  r"fraud(?:ulent)?|escalate[d]?|urgent|critical|refund(?:ed)?")
+                  r"fraud(?:ulent)?")
 _STRONG_KEYS = (r"verdict|label|labels|classification|decision|final[ _-]?(?:answer|decision|label|verdict)|"
                 r"correct[ _-]?(?:answer|label|option)|is[ _-][a-z]{2,20}|approved|approval|moderation|risk[ _-]?"
                 r"(?:level|score|rating)|ruling|determination|disposition|triage[ _-]?result|model[ _-]?output")
 _SOFT_KEYS = r"status|result|outcome|category|class|answer|assessment|rating|action|recommendation|priority|route|queue"
 _KEY_VALUE = re.compile(rf"[\"'`]?\b(?P<key>{_STRONG_KEYS}|{_SOFT_KEYS})\b[\"'`]?\s*(?:[:=]|=>|->)\s*[\"'`]?"
-                        rf"(?P<value>[^\n\"'`,;}}\]]{{1,80}})", re.I)
+                        rf"(?P<value>[\w'-]+(?:[ \t_-]+[\w'-]+){{0,5}})", re.I)
 _TAG = re.compile(r"\[([^\[\]\n]{2,60})\]|\*\*([^*\n]{2,60})\*\*|<<([^<>\n]{2,60})>>")
 _VERDICT_RX = re.compile(rf"^(?:{_VERDICT_WORDS})$", re.I)
 
@@ -309,12 +309,14 @@ def _sentences(text: str) -> list[tuple[int, int]]:
 def _verdict(text: str, sk: str, words: frozenset) -> list[Finding]:
     out = []
     for m in _KEY_VALUE.finditer(sk):
-        key, value = m.group("key"), m.group("value").strip().strip(".!")
+        key, value = m.group("key"), m.group("value")
         strong = re.fullmatch(_STRONG_KEYS, key, re.I) is not None
-        val_sk = value.strip()
-        if strong or _VERDICT_RX.match(val_sk) or (_names_option(val_sk, words) and len(val_sk.split()) <= 8):
-            out.append(Finding("verdict", m.start(), m.end(), f"a verdict written into the content ({key}: "
-                                                              f"{value[:40]!r})"))
+        first = re.match(r"[\w'-]+", value).group(0)
+        naming = [w.end() for w in re.finditer(r"[\w'-]+", value) if _names_option(w.group(0), words)]
+        if strong or _VERDICT_RX.match(first) or naming:
+            end = m.start("value") + max([len(first), *naming])
+            out.append(Finding("verdict", m.start(), end, f"a verdict written into the content ({key}: "
+                                                          f"{sk[m.start('value'):end]!r})"))
     for m in _TAG.finditer(sk):
         inner = next(g for g in m.groups() if g is not None).strip().strip(".!:")
         if _VERDICT_RX.match(inner) or (_names_option(inner, words) and len(inner.split()) <= 8
