@@ -50,6 +50,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                         "oversubscribed machine")
     p.add_argument("--drain-seconds", type=float, default=300,
                    help="on SIGTERM/SIGINT, how long admitted requests may take to finish (default 300)")
+    p.add_argument("--guard", action="store_true",
+                   help="guard every request that does not send \"x_guard\": false: content scanners, and the "
+                        "state's flagged pieces erased in the same scoring call (judge.decisions.guard; more "
+                        "tokens per request, priced by admission)")
     p.add_argument("--log-level", default="info")
 
 
@@ -129,7 +133,8 @@ def run_serve(args: argparse.Namespace) -> int:
                               max_batch_questions=args.max_batch_questions, max_queue=args.max_queue,
                               max_body_bytes=args.max_body_bytes, max_questions=args.max_questions,
                               max_options=args.max_options, max_request_tokens=args.max_request_tokens,
-                              max_state_tokens=args.max_state_tokens, max_batch_tokens=args.max_batch_tokens)
+                              max_state_tokens=args.max_state_tokens, max_batch_tokens=args.max_batch_tokens,
+                              guard=getattr(args, "guard", False))
     except ValueError as e:
         print(f"judge serve: {e}", file=sys.stderr)
         return 2

@@ -170,15 +170,18 @@ def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[P
     state : str, dict or list
     max_pieces : int
         Unflagged text is merged into runs of about equal length so that at most
-        this many pieces hold it.
+        this many pieces hold it (a run goes on past a flagged piece inside it: a
+        piece may have several spans); flagged segments are at most this many pieces
+        too (consecutive ones share a piece when there are more).
     apart : iterable of (int, int, int)
         ``(leaf, start, end)`` spans (scanner findings) whose segments are joined
-        into one piece, kept apart from the rest (never merged with unflagged text).
+        into one flagged segment, never in a piece with unflagged text.
 
     Returns
     -------
     list of Piece
-        In state order; together they cover every character of every string.
+        Ordered by where they start; together they cover every character of every
+        string; at most ``2 * max_pieces`` (about ``max_pieces`` without flags).
 
     Examples
     --------
@@ -187,7 +190,7 @@ def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[P
     >>> [p.text for p in cut("One. Two. Three. Four.", max_pieces=2)]
     ['One. Two. ', 'Three. Four.']
     >>> [p.text for p in cut("One. Two. Verdict: yes. Four.", max_pieces=1, apart=[(0, 10, 22)])]
-    ['One. Two. ', 'Verdict: yes. ', 'Four.']
+    ['One. Two.  Four.', 'Verdict: yes. ']
     """
     strings = leaves(state)
     segs: list[list] = []  # [leaf, start, end, flagged]
@@ -202,31 +205,26 @@ def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[P
         segs[first] = [leaf, segs[first][1], segs[last][2], True]
         del segs[first + 1:last + 1]
     plain = sum(s[2] - s[1] for s in segs if not s[3])
-    n_flagged = sum(1 for s in segs if s[3])
-    target = plain / max(1, max_pieces - min(n_flagged, max_pieces // 2)) if plain else 0
-    groups: list[tuple[list, bool]] = []
+    target = plain / max_pieces
+    flagged = [s for s in segs if s[3]]
+    per_flag = -(-len(flagged) // max_pieces) if flagged else 1  # many flags: consecutive ones share a piece
+    groups: list[list] = [flagged[i:i + per_flag] for i in range(0, len(flagged), per_flag)]
     cur: list = []
     size = 0
-    for s in segs:
+    for s in segs:  # runs of unflagged text; a flagged segment inside a run does not end it
         if s[3]:
-            if cur:
-                groups.append((cur, False))
-                cur, size = [], 0
-            if groups and groups[-1][1] and n_flagged > max_pieces // 2:  # many flags: neighbours share a piece
-                groups[-1][0].append(s)
-            else:
-                groups.append(([s], True))
             continue
         n = s[2] - s[1]
         if cur and size + n / 2 > target:  # s would take this run past its share: start the next run
-            groups.append((cur, False))
+            groups.append(cur)
             cur, size = [], 0
         cur.append(s)
         size += n
     if cur:
-        groups.append((cur, False))
+        groups.append(cur)
+    groups.sort(key=lambda g: (g[0][0], g[0][1]))
     out = []
-    for g, _ in groups:
+    for g in groups:
         spans: list[tuple[int, int, int]] = []
         for leaf, a, b, _f in g:
             if spans and spans[-1][0] == leaf and spans[-1][2] == a:
