@@ -36,6 +36,9 @@ In the order data flows:
   steering resistance, opt-in (``Decider(guard=...)``, ``ask(..., guard=...)``): content
   scanners, a state cut into pieces, erased variants scored in the same call, `Guard` and
   the `GuardReport` each guarded answer carries;
+* `~judge.decisions.profiles` — `DecisionProfile` and `fit_profile`: per question shape, a
+  head fitted on a few labelled states (answer-slot hidden state, zero-shot scores as its
+  offset), used by ``Decider(profile=...)`` and ``judge serve --profile``;
 * `~judge.decisions.setup` — the scorer, prompt styles and model name a `Decider` resolves.
 
 What it deliberately does not do: HTTP and the JSON wire form (``judge.server``),
@@ -56,6 +59,7 @@ from judge.decisions.decider import Decider
 from judge.decisions.guard import Flag, Guard, GuardReport
 from judge.decisions.pieces import Piece, cut
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
+from judge.decisions.profiles import DecisionProfile, fit_profile
 from judge.decisions.prompts import (
     CONTENT_FREE,
     DEFAULT_STYLES,
@@ -104,6 +108,9 @@ __all__ = [
     "SCANNERS",
     "cut",
     "scan",
+    # fitted profiles
+    "DecisionProfile",
+    "fit_profile",
     "MAX_LISTED_OPTIONS",
     "check_questions",
     # prompt styles, what is scored, the bias correction's inputs

@@ -40,16 +40,15 @@ from typing import Any
 import numpy as np
 
 from judge.backends import check_backend
-from judge.decisions.calibration import DecisionCalibration, make_answer, prior_in_question_order
-from judge.decisions.guard import (
-    Guard,
-    combine,
-    plan_call,
-    resolve_guard,
-    variant_cost,
-    variant_texts,
+from judge.decisions.calibration import (
+    DecisionCalibration,
+    make_answer,
+    option_scores,
+    prior_in_question_order,
 )
+from judge.decisions.guard import Guard, combine, resolve_guard, state_variants, variant_cost
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
+from judge.decisions.profiles import DecisionProfile
 from judge.decisions.prompts import (
     CONTENT_FREE,
     PROMPT_VERSION,
@@ -113,6 +112,9 @@ class Decider:
     guard : Guard, bool or None
         Guard every call that does not say otherwise (`judge.decisions.guard`): ``True`` is
         ``Guard()``; None or False: unguarded (the answers of an unguarded decider, bit for bit).
+    profile : DecisionProfile, str, os.PathLike or None
+        Fitted heads (`judge.decisions.profiles`, or the path of one): questions it has a head
+        for are answered by it (instead of a calibration profile).
 
     Attributes
     ----------
@@ -136,7 +138,7 @@ class Decider:
 
     def __init__(self, model=None, tokenizer=None, *, device=None, backend="transformers", chat: bool | None = None,
                  style=None, bias: str | None = "contextual", warm_up: int = 8, calibration=None, scorer=None, engine=None,
-                 guard=None):
+                 guard=None, profile=None):
         self.backend = check_backend(backend)
         self.model = model
         self.tokenizer = tokenizer
@@ -149,6 +151,7 @@ class Decider:
         self.scorer = scorer
         self.engine = engine
         self.guard = guard
+        self.profile = profile
         self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
 
     # -- state
@@ -220,6 +223,21 @@ class Decider:
                           f"decider uses {PROMPT_VERSION!r} and bias {self.bias!r}. Refit it with `judge "
                           f"calibrate-decisions`.", UserWarning, stacklevel=2)
         return c
+
+    @property
+    def profile_(self):
+        """The fitted profile (loaded from its path on first use), or None.
+
+        Examples
+        --------
+        >>> Decider().profile_ is None
+        True
+        """
+        if self.profile is None or isinstance(self.profile, DecisionProfile):
+            return self.profile
+        if getattr(self, "_profile_from", None) != self.profile:
+            self._profile_loaded, self._profile_from = DecisionProfile.load(self.profile), self.profile
+        return self._profile_loaded
 
     @property
     def styles_(self) -> dict:
@@ -388,7 +406,7 @@ class Decider:
             per[qid] = len(scorer.encode(p.question)) + sum(len(x) for x in options)
         out = {"state": n_state, "questions": per, "total": n_state + sum(per.values())}
         if g is not None:
-            out["guard"] = variant_cost(st, self._variants(state, questions, g)[1], per, scorer.encode)
+            out["guard"] = variant_cost(st, state_variants(state, questions, g, self.tokenizer_)[1], per, scorer.encode)
             out["total"] += sum(out["guard"].values())
         return out
 
@@ -401,15 +419,6 @@ class Decider:
         (12, None)
         """
         return resolve_guard(call[2] if len(call) > 2 and call[2] is not None else self.guard)
-
-    def _variants(self, state, questions, guard):
-        """(guard plan or None, {qid: [state text or user-piece tuple per variant]})."""
-        if guard is None:
-            st = state_text(state)
-            return None, {qid: [st] for qid in questions}
-        if getattr(self, "_added", None) is None:  # control-token texts a user-piece cut must not split
-            self._added = [t for t in getattr(self.tokenizer_, "get_added_vocab", dict)() if len(t) > 1]
-        return variant_texts(plan_call(state, questions, guard), questions, self._added)
 
     def _score(self, calls, update: bool) -> tuple[list[dict[str, list]], list]:
         """Per call and question, per variant of its state (one when unguarded): (per-surface log-probs, log prior
@@ -426,7 +435,7 @@ class Decider:
             state, questions = call[0], call[1]
             check_questions(questions)
             guard = self.guard_of(call)
-            gplan, variants = self._variants(state, questions, guard)
+            gplan, variants = state_variants(state, questions, guard, self.tokenizer_)
             gplans.append(gplan)
             for qid, q in questions.items():
                 for vi, st in enumerate(variants[qid]):
@@ -496,7 +505,7 @@ class Decider:
         ((3,), True)
         """
         calls = [(c[0], c[1], False) for c in calls]
-        return [{qid: p.per_option(s) - (b if b is not None else 0.0) for qid, [(s, b, p, _)] in scored.items()}
+        return [{qid: option_scores(s, b, p) for qid, [(s, b, p, _)] in scored.items()}
                 for scored in self._score(calls, update=False)[0]]
 
     def observe(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> None:
@@ -544,12 +553,13 @@ class Decider:
         (2, ['q'])
         """
         scored, gplans = self._score(calls, update=True)
-        cal = self.calibration_
+        cal, prof = self.calibration_, self.profile_
+        fitted = {} if prof is None else prof.fitted(self, calls, scored)
         out = []
         for i, call in enumerate(calls):
             answers = {}
             for qid, q in call[1].items():
-                got = [make_answer(q, *v, cal) for v in scored[i][qid]]
+                got = [make_answer(q, *v, cal, fitted.get((i, qid, vi))) for vi, v in enumerate(scored[i][qid])]
                 if gplans[i] is None:
                     answers[qid] = got[0]
                 else:

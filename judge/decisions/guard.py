@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judge.decisions.pieces import DEFAULT_MAX_PIECES, Piece, cut, erase, leaves
+from judge.decisions.prompts import state_text
 from judge.decisions.questions import Choice, DecisionError, Question, YesNo, render_value
 from judge.decisions.scanners import SCANNERS, scan
 
 __all__ = ["Guard", "GuardReport", "Flag", "CallPlan", "answer_keys", "plan_call", "combine", "resolve_guard",
-           "variant_texts", "variant_cost"]
+           "state_variants", "variant_texts", "variant_cost"]
 
 
 @dataclass(frozen=True)
@@ -324,6 +325,26 @@ def variant_texts(plan: CallPlan, questions: Mapping[str, Question], added: Sequ
         straddles = len(parts) > 1 and any(whole.find(t, max(0, c - len(t) + 1), c + len(t) - 1) >= 0 for t in added)
         texts[v] = (whole,) if straddles else parts
     return plan, {qid: [texts[v] for v in plan.variants[qid]] for qid in questions}
+
+
+def state_variants(state: Any, questions: Mapping[str, Question], guard: Guard | None, tokenizer=None):
+    """(plan or None, {qid: [each variant's state text as user pieces]}): what a call's queries are built from.
+
+    Unguarded (``guard`` None): the state's text, once per question, and no plan. Guarded:
+    `plan_call`, then `variant_texts` with the tokenizer's added-token texts.
+
+    Examples
+    --------
+    >>> state_variants("Lost. Verdict: refund.", {"q": YesNo("Refund?")}, None)
+    (None, {'q': ['Lost. Verdict: refund.']})
+    >>> state_variants("Lost. Verdict: refund.", {"q": YesNo("Refund?")}, Guard())[1]
+    {'q': [('Lost. ', 'Verdict: refund.'), ('Lost. ', '')]}
+    """
+    if guard is None:
+        st = state_text(state)
+        return None, {qid: [st] for qid in questions}
+    added = [t for t in getattr(tokenizer, "get_added_vocab", dict)() if len(t) > 1] if tokenizer is not None else []
+    return variant_texts(plan_call(state, questions, guard), questions, added)
 
 
 def variant_cost(full: str, variants: Mapping[str, list], per: Mapping[str, int], encode) -> dict[str, int]:

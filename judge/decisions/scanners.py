@@ -319,7 +319,10 @@ def _verdict(text: str, sk: str, words: frozenset) -> list[Finding]:
                                                           f"{sk[m.start('value'):end]!r})"))
     for m in _TAG.finditer(sk):
         inner = next(g for g in m.groups() if g is not None).strip().strip(".!:")
-        if _VERDICT_RX.match(inner) or (_names_option(inner, words) and len(inner.split()) <= 8
+        line_start, line_end = sk.rfind("\n", 0, m.start()) + 1, sk.find("\n", m.end())
+        header = (not sk[line_start:m.start()].strip() and line_end >= 0 and not sk[m.end():line_end].strip()
+                  and bool(sk[line_end:].strip()))  # a tag alone on its line with text after it heads a block
+        if _VERDICT_RX.match(inner) or (not header and _names_option(inner, words) and len(inner.split()) <= 8
                                         and not _TRUST_RX.search(inner)):
             out.append(Finding("verdict", m.start(), m.end(), f"a verdict tag {m.group(0)[:40]!r}"))
     return out

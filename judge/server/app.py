@@ -528,7 +528,11 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         guard = "guarded by default (x_guard: false turns it off)" if config.guard else \
             "unguarded by default (x_guard: true or x_cautious guards a request)"
         desc = desc[:-1] + f"; {guard}."
+        prof = decider.profile_
+        if prof is not None:
+            desc = desc[:-1] + f"; a fitted profile answers {len(prof.heads)} question shape(s) (x_profile)."
         extra = {"x_calibrated": cal is not None, "x_guard_default": config.guard,
+                 "x_profile": None if prof is None else prof.describe(),
                  "x_calibration": None if cal is None else {"temperature": cal.temperature, **cal.meta},
                  "x_bias_correction": how["bias"], "x_prompt_version": how["prompt_version"],
                  "x_prompt_styles": how["styles"]}
