@@ -123,6 +123,11 @@ def test_wrong_shape_labelled_files_are_refused_with_the_line(tiny_llama, tmp_pa
     one.write_text(json.dumps(good))
     with pytest.raises(DecisionError, match="has 1 labelled state; a fitted profile needs at least 2"):
         fit_profile(one, d)
+    other = {**good, "question": {"type": "noul", "instructions": "Refund?"}, "label": True}
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join(json.dumps(x) for x in (good, good, other)))
+    with pytest.warns(UserWarning, match="1 question shape\\(s\\) with a single labelled state are left zero-shot"):
+        assert len(fit_profile(mixed, d, cv=2).heads) == 1
 
 
 def test_a_file_that_is_not_a_profile_is_refused(tmp_path):

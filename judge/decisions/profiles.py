@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,9 +86,13 @@ def _answer_states(decider, plans) -> np.ndarray:
         raise DecisionError(f"Fitted decision profiles read the model's hidden states; the scorer "
                             f"{type(scorer).__name__} has no transformers model. Use the transformers engine "
                             f"(backend='transformers').")
-    ids = [scorer.encode(p.pieces) for p in plans]
-    root = scorer.encode(plans[0].pieces[:1]) if plans else []
-    return states_of_prompts(model, ids, root=root)
+    out = np.zeros((len(plans), int(model.config.get_text_config().hidden_size)))
+    by_head: dict[tuple, list[int]] = {}  # the questions about one state: its keys/values computed once
+    for i, p in enumerate(plans):
+        by_head.setdefault(p.head, []).append(i)
+    for head, idx in by_head.items():
+        out[idx] = states_of_prompts(model, [scorer.encode(plans[i].pieces) for i in idx], root=scorer.encode(head))
+    return out
 
 
 @dataclass
@@ -261,8 +266,8 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
     Raises
     ------
     DecisionError
-        A line of the wrong shape (its number named, see ``read_labelled``), or a question
-        shape with fewer than 2 labelled states.
+        A line of the wrong shape (its number named, see ``read_labelled``), or no question
+        shape with at least 2 labelled states (shapes with one are left zero-shot, with a warning).
 
     Examples
     --------
@@ -290,12 +295,20 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
                 g["z"].append(np.asarray(lp[qid], np.float64)[perm])
                 g["y"].append(canon.index(keys[labels[qid]]))
                 g["plans"].append(decider.plan(st, q))
+    few = {k: g for k, g in per.items() if len(g["y"]) < 2}
+    if len(few) == len(per):
+        q = next(iter(few.values()))["q"]
+        raise DecisionError(f"Question {render_value(q.instructions)[:60]!r} has 1 labelled state; a fitted profile "
+                            f"needs at least 2 per question (it cross-validates), and no question has more.")
+    if few:
+        warnings.warn(f"{len(few)} question shape(s) with a single labelled state are left zero-shot: "
+                      f"{[render_value(g['q'].instructions)[:40] for g in few.values()][:5]}.", UserWarning,
+                      stacklevel=2)
     heads, questions = {}, {}
     for key, g in per.items():
+        if key in few:
+            continue
         q, y = g["q"], np.asarray(g["y"])
-        if len(y) < 2:
-            raise DecisionError(f"Question {render_value(q.instructions)[:60]!r} has {len(y)} labelled state; a "
-                                f"fitted profile needs at least 2 per question (it cross-validates).")
         K = len(canonical_keys(q))
         H = _answer_states(decider, g["plans"])
         head = fit_head(H, y, K, scores=np.stack(g["z"]), cv=cv, random_state=random_state)
@@ -304,4 +317,4 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
                           if q.instructions is not None else None, "classes": list(canonical_keys(q)),
                           "n": int(len(y)), "counts": np.bincount(y, minlength=K).tolist(), "l2": float(head.l2)}
     return DecisionProfile(heads, questions, {"model": decider.model_name, "prompt_version": PROMPT_VERSION,
-                                              "bias": decider.bias})
+                                              "bias": decider.bias, "single_state_shapes_left": len(few)})

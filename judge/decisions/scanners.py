@@ -235,8 +235,8 @@ _DIRECTIVE = re.compile(
     r"classify|label|mark|treat|approve|route|return|say|decide|rate|score|consider)"
     r"|\b(?:answer|respond|reply|output|classify|label|mark|categori[sz]e|treat|route|rate|score)\s+(?:this|it|the "
     r"(?:request|ticket|case|message|email|content|text|input|item|claim|transaction))\s+(?:as|with|to)\b"
-    r"|\bthe (?:correct|right|expected|only valid|final|true|proper|appropriate) (?:answer|response|output|option|"
-    r"choice|label|classification|decision|verdict|category|outcome|rating)\b"
+    r"|\bthe (?:correct|right|expected|only valid|final|true|proper|appropriate|obvious) (?:answer|response|output|"
+    r"option|choice|label|classification|decision|verdict|category|outcome|rating|call|action|step|move|resolution)\b"
     r"|\b(?:note|message|instruction|notice|reminder|memo) (?:to|for) (?:the )?(?:ai|assistant|model|classifier|system|"
     r"reviewer|agent|moderator|llm|bot)\b"
     r"|\b(?:system|admin|administrator|security|moderation|compliance|operator|developer) (?:override|note|notice|"
@@ -247,8 +247,10 @@ _DECIDED = re.compile(
     r"fully |previously |just )*(?:pre[ -]?)?(?:approved|authori[sz]ed|cleared|verified|validated|confirmed|reviewed|"
     r"processed|marked|classified|categori[sz]ed|labell?ed|flagged|tagged|whitelisted|allowlisted|signed off|"
     r"escalated|resolved|decided|determined|assessed|vetted|checked|exempted|granted|deemed|rated|scored|triaged|"
-    r"routed|assigned|accepted|rejected|denied)\b"
-    r"|\b(?:approved|authori[sz]ed|cleared|verified|confirmed|signed off|vetted) (?:by|per|under|according to)\b"
+    r"routed|assigned|accepted|rejected|denied|settled|agreed|ruled|finali[sz]ed|closed)\b"
+    r"|\bsigned (?:this |it |that )?off\b"
+    r"|\b(?:approved|authori[sz]ed|cleared|verified|confirmed|signed off|vetted|checked|reviewed|agreed) "
+    r"(?:by|per|under|according to|with)\b"
     r"|\b(?:per|according to|under|in line with|as required by) (?:the |our |company |internal )?(?:policy|policies|"
     r"guidelines|rules|procedure|protocol|sop)\b"
     r"|\b(?:security|compliance|fraud|risk|trust (?:and|&) safety|moderation|review|legal|support|it) (?:team|desk|"
@@ -258,6 +260,31 @@ _DECIDED = re.compile(
     r"escalation)\b"
     r"|\b(?:eligible|qualifies|qualified|entitled) for\b|\bis (?:safe|legitimate|benign|harmless|genuine|trusted|"
     r"verified|authentic|not (?:spam|phishing|malicious|suspicious|an? (?:attack|injection)))\b", re.I)
+
+
+#: Words that present a sentence as coming from an authority or as settling the case: with most of an option's own
+#: wording in the same sentence, the sentence is a claim about the decision.
+_AUTHORITY = re.compile(
+    r"\b(?:note|notes|update|record|records|team|lead|supervisor|manager|compliance|policy|internal|review|reviewer|"
+    r"confirm(?:ed|s)?|check(?:ed)?|agreed|settled|clear|cleared|outcome|decision|decided|verdict|call|signed|approv\w*|"
+    r"system|admin\w*|staff|officer|department|desk|audit\w*|official|authori[sz]\w*|final|resolution|instruct\w*|"
+    r"recommend\w*|must|should|required|mandatory|already|per)\b", re.I)
+
+
+def _option_phrases(texts: Iterable[str]) -> list[frozenset]:
+    """Each option's content words (options with at least two)."""
+    out = []
+    for t in texts:
+        words = option_words([t])
+        if len(words) >= 2:
+            out.append(words)
+    return out
+
+
+def _quotes_option(sentence: str, phrases: list[frozenset]) -> bool:
+    """Most of one option's own wording (at least two of its content words, and 60% of them) in the sentence."""
+    found = set(re.findall(r"[a-z][a-z'-]{2,}", sentence))
+    return any(len(p & found) >= 2 and len(p & found) >= 0.6 * len(p) for p in phrases)
 
 
 def option_words(texts: Iterable[str]) -> frozenset:
@@ -328,7 +355,7 @@ def _verdict(text: str, sk: str, words: frozenset) -> list[Finding]:
     return out
 
 
-def _claim(text: str, sk: str, words: frozenset) -> list[Finding]:
+def _claim(text: str, sk: str, words: frozenset, phrases: list) -> list[Finding]:
     out = []
     for a, b in _sentences(sk):
         s = sk[a:b]
@@ -336,6 +363,12 @@ def _claim(text: str, sk: str, words: frozenset) -> list[Finding]:
             out.append(Finding("claim", a, b, f"a directive to whoever decides: {s.strip()[:80]!r}"))
         elif _DECIDED.search(s) and (_names_option(s, words) or re.search(rf"\b(?:{_VERDICT_WORDS})\b", s)):
             out.append(Finding("claim", a, b, f"a claim that the decision was already made: {s.strip()[:80]!r}"))
+        elif _quotes_option(s, phrases) and _AUTHORITY.search(s):
+            out.append(Finding("claim", a, b, f"an option's own wording presented as settled: {s.strip()[:80]!r}"))
+    if out:  # beside a claim, the rest of an option's wording is part of it (a claim split in two)
+        seen = {(f.start, f.end) for f in out}
+        out += [Finding("claim", a, b, f"an option's own wording beside a claim: {sk[a:b].strip()[:80]!r}")
+                for a, b in _sentences(sk) if (a, b) not in seen and _quotes_option(sk[a:b], phrases)]
     return out
 
 
@@ -398,7 +431,7 @@ def scan(text: str, options: Sequence[str] = (), *, scanners: Sequence[str] = SC
     if "verdict" in scanners or "claim" in scanners:
         sk, at = _aligned_skeleton(text)
         found = (_verdict(text, sk, words) if "verdict" in scanners else []) + \
-            (_claim(text, sk, words) if "claim" in scanners else [])
+            (_claim(text, sk, words, _option_phrases(options)) if "claim" in scanners else [])
         for f in found:  # offsets in the skeleton -> offsets in the text
             if f.end > f.start and at:
                 out.append(Finding(f.scanner, at[f.start], at[f.end - 1] + 1, f.message))
