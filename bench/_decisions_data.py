@@ -145,6 +145,11 @@ class CachedScorer:
     def model(self):
         return getattr(self.inner, "model", None)
 
+    @property
+    def model_(self):
+        """The inner scorer's loaded model (fitted decision profiles read its hidden states)."""
+        return getattr(self.inner, "model_", None)
+
     def encode(self, pieces, *, add_special_tokens=False):
         return self.inner.encode(pieces, add_special_tokens=add_special_tokens)
 

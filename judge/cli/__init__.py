@@ -1,7 +1,7 @@
-"""The ``judge`` command: ``predict``, ``calibrate``, ``fit``, ``evaluate``, ``bench``, ``batch``, ``serve``, ``calibrate-decisions``.
+"""The ``judge`` command: ``predict``, ``calibrate``, ``fit``, ``evaluate``, ``bench``, ``batch``, ``serve``, ``calibrate-decisions``, ``fit-decisions``.
 
 One module per subcommand, each with ``add_parser(subparsers)`` and ``run(args)``
-(`judge.cli.serve` adds two commands):
+(`judge.cli.serve` adds three commands):
 
 - ``judge predict`` (`judge.cli.predict`) classifies texts from a file or stdin
   and writes JSONL (zero-shot labels, a saved classifier folder, or a running server);
@@ -13,8 +13,9 @@ One module per subcommand, each with ``add_parser(subparsers)`` and ``run(args)`
 - ``judge bench`` (`judge.cli.bench`) times the trie automaton on a tokenizer;
 - ``judge batch`` (`judge.cli.batch`) classifies files on a Ray cluster
   (`judge.distributed`);
-- ``judge serve`` and ``judge calibrate-decisions`` (`judge.cli.serve`) serve
-  and calibrate the decisions API (`judge.server`, `judge.decisions`).
+- ``judge serve``, ``judge calibrate-decisions`` and ``judge fit-decisions``
+  (`judge.cli.serve`) serve, calibrate and fit the decisions API (`judge.server`,
+  `judge.decisions`).
 
 Run ``judge COMMAND --help``. Building the parser imports no model library:
 torch, transformers, Ray and FastAPI load only when a command runs.

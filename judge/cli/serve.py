@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-__all__ = ["add_parsers", "run_serve", "run_calibrate_decisions"]
+__all__ = ["add_parsers", "run_serve", "run_calibrate_decisions", "run_fit_decisions"]
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -32,6 +32,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="also serve this saved classifier (from judge calibrate, judge fit or Classifier.save) on "
                         "POST /v1/classify, for `judge predict --server URL`; its model serves the decisions too "
                         "(unless --model names another)")
+    p.add_argument("--profile", metavar="PROFILE", default=None,
+                   help="fitted decision profile from `judge fit-decisions`: the questions it has heads for are "
+                        "answered by them")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
     p.add_argument("--backend", choices=("transformers", "vllm"), default="transformers",
                    help="who scores: the transformers engine (default) or vLLM (its own environment: "
@@ -55,6 +58,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                         "oversubscribed machine")
     p.add_argument("--drain-seconds", type=float, default=300,
                    help="on SIGTERM/SIGINT, how long admitted requests may take to finish (default 300)")
+    p.add_argument("--guard", action="store_true",
+                   help="guard every request that does not send \"x_guard\": false: content scanners, and the "
+                        "state's flagged pieces erased in the same scoring call (judge.decisions.guard; more "
+                        "tokens per request, priced by admission)")
     p.add_argument("--log-level", default="info", help="uvicorn's log level (default info)")
 
 
@@ -66,8 +73,16 @@ def _calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-bias", action="store_true", help="fit temperatures only")
 
 
+def _fit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="labelled decisions, JSONL, the shape `judge calibrate-decisions` reads")
+    p.add_argument("--out", required=True, metavar="PROFILE", help="where to write the profile (JSON)")
+    p.add_argument("--model", default=None, help="model name or folder (default: the packaged SmolLM2-135M-Instruct)")
+    p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
+    p.add_argument("--cv", type=int, default=5, help="cross-validation folds for the L2 strength (default 5)")
+
+
 def add_parsers(subparsers) -> None:
-    """Add ``serve`` and ``calibrate-decisions`` to the ``judge`` command's subparsers (each sets ``func``).
+    """Add ``serve``, ``calibrate-decisions`` and ``fit-decisions`` to the ``judge`` command's subparsers.
 
     Examples
     --------
@@ -85,6 +100,9 @@ def add_parsers(subparsers) -> None:
     c = subparsers.add_parser("calibrate-decisions", help="fit a decision calibration profile from labelled JSONL")
     _calibrate_args(c)
     c.set_defaults(func=run_calibrate_decisions)
+    f = subparsers.add_parser("fit-decisions", help="fit a decision profile (a head per question) from labelled JSONL")
+    _fit_args(f)
+    f.set_defaults(func=run_fit_decisions)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -120,6 +138,10 @@ def run_serve(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.torch_threads)
+    if getattr(args, "backend", "transformers") == "vllm" and getattr(args, "profile", None):
+        print("judge serve: --profile reads the model's hidden states, which the vLLM backend does not expose; "
+              "use --backend transformers with --profile.", file=sys.stderr)
+        return 2
     clf, name = None, None
     if getattr(args, "classifier", None):
         clf, name = _load_classifier(args)
@@ -138,15 +160,20 @@ def run_serve(args: argparse.Namespace) -> int:
     else:
         engine = Engine(args.model, device=args.device, max_batch_tokens=args.max_batch_tokens)
     model_name = args.model if clf is None else (args.model or clf.model or "smollm2-135m-instruct")
-    decider = Decider(model_name, device=args.device, calibration=args.calibration, scorer=engine)
-    if args.calibration:
-        _ = decider.calibration_  # fail now, not on the first request
+    decider = Decider(model_name, device=args.device, calibration=args.calibration, scorer=engine,
+                      profile=getattr(args, "profile", None))
+    try:
+        _ = decider.calibration_, decider.profile_  # fail now, not on the first request
+    except (OSError, ValueError) as e:
+        print(f"judge serve: {e}", file=sys.stderr)
+        return 2
     try:
         config = ServerConfig(api_key=key, served_name=args.served_name, max_wait_ms=args.max_wait_ms,
                               max_batch_questions=args.max_batch_questions, max_queue=args.max_queue,
                               max_body_bytes=args.max_body_bytes, max_questions=args.max_questions,
                               max_options=args.max_options, max_request_tokens=args.max_request_tokens,
-                              max_state_tokens=args.max_state_tokens, max_batch_tokens=args.max_batch_tokens)
+                              max_state_tokens=args.max_state_tokens, max_batch_tokens=args.max_batch_tokens,
+                              guard=getattr(args, "guard", False))
     except ValueError as e:
         print(f"judge serve: {e}", file=sys.stderr)
         return 2
@@ -202,4 +229,41 @@ def run_calibrate_decisions(args: argparse.Namespace) -> int:
     path = cal.save(args.out)
     temps = ", ".join(f"{k}={v:.3f}" for k, v in sorted(cal.temperature.items()))
     print(f"wrote {path}: temperature {temps}; noul bias {cal.noul_bias:+.3f}; n {cal.meta.get('n')}")
+    return 0
+
+
+def run_fit_decisions(args: argparse.Namespace) -> int:
+    """Fit and write a decision profile (`judge.decisions.fit_profile`); prints one line per question; 0, or 2 on a bad file.
+
+    Examples
+    --------
+    Six labelled yes/no lines on a tiny model saved to a folder:
+
+    >>> import json, tempfile, pathlib
+    >>> from judge.cli import main
+    >>> from judge.testing import tiny_pair
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> model, tok = tiny_pair(); model.save_pretrained(d / "m"); _ = tok.save_pretrained(d / "m")
+    >>> lines = [{"state": f"ticket {i}", "question": {"type": "noul", "instructions": "Refund?"}, "label": i % 2 == 0}
+    ...          for i in range(6)]
+    >>> _ = (d / "l.jsonl").write_text("\\n".join(json.dumps(x) for x in lines))
+    >>> main(["fit-decisions", str(d / "l.jsonl"), "--out", str(d / "p.json"), "--model", str(d / "m"), "--cv", "2"])
+    ... # doctest: +ELLIPSIS
+    noul 'Refund?': 6 labelled states, classes ['true', 'false'] ...
+    0
+    """
+    from judge.decisions import Decider, DecisionError, fit_profile
+    from judge.io import InputError
+
+    decider = Decider(args.model, device=args.device)
+    try:
+        prof = fit_profile(args.file, decider, cv=args.cv)
+    except (DecisionError, InputError) as e:
+        print(f"judge fit-decisions: {e}", file=sys.stderr)
+        return 2
+    prof.save(args.out)
+    for q in prof.questions.values():
+        print(f"{q['type']} {q['instructions']!r}: {q['n']} labelled states, classes {q['classes']} (counts "
+              f"{q['counts']}), L2 {q['l2']:.3g}")
+    print(f"wrote {args.out}")
     return 0

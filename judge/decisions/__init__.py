@@ -31,7 +31,15 @@ In the order data flows:
   (the `judge.engine.Scorer` protocol), spellings summed, the content-free bias
   correction, normalisation, answers; token counts;
 * `~judge.decisions.calibration` — `DecisionCalibration` (a temperature per type, a
-  yes/no bias, per-level score biases) and `calibrate_decisions` (labelled JSON lines).
+  yes/no bias, per-level score biases) and `calibrate_decisions` (labelled JSON lines);
+* `~judge.decisions.scanners`, `~judge.decisions.pieces`, `~judge.decisions.guard` —
+  steering resistance, opt-in (``Decider(guard=...)``, ``ask(..., guard=...)``): content
+  scanners, a state cut into pieces, erased variants scored in the same call, `Guard` and
+  the `GuardReport` each guarded answer carries;
+* `~judge.decisions.profiles` — `DecisionProfile` and `fit_profile`: per question shape, a
+  head fitted on a few labelled states (answer-slot hidden state, zero-shot scores as its
+  offset), used by ``Decider(profile=...)`` and ``judge serve --profile``;
+* `~judge.decisions.setup` — the scorer, prompt styles and model name a `Decider` resolves.
 
 What it deliberately does not do: HTTP and the JSON wire form (``judge.server``),
 images, generation, or parsing special tokens out of any text a caller supplies (user
@@ -48,7 +56,10 @@ Examples
 
 from judge.decisions.calibration import DecisionCalibration, calibrate_decisions, question_from_wire
 from judge.decisions.decider import Decider
+from judge.decisions.guard import Flag, Guard, GuardReport
+from judge.decisions.pieces import Piece, cut
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
+from judge.decisions.profiles import DecisionProfile, fit_profile
 from judge.decisions.prompts import (
     CONTENT_FREE,
     DEFAULT_STYLES,
@@ -76,6 +87,7 @@ from judge.decisions.questions import (
     render_value,
     score_confidence,
 )
+from judge.decisions.scanners import SCANNERS, Finding, scan
 
 __all__ = [
     "Choice",
@@ -87,6 +99,18 @@ __all__ = [
     "DecisionCalibration",
     "calibrate_decisions",
     "render_value",
+    # steering resistance
+    "Guard",
+    "GuardReport",
+    "Flag",
+    "Finding",
+    "Piece",
+    "SCANNERS",
+    "cut",
+    "scan",
+    # fitted profiles
+    "DecisionProfile",
+    "fit_profile",
     "MAX_LISTED_OPTIONS",
     "check_questions",
     # prompt styles, what is scored, the bias correction's inputs

@@ -45,7 +45,7 @@ from judge.decisions.questions import (
     score_confidence,
 )
 
-__all__ = ["DecisionCalibration", "calibrate_decisions", "question_from_wire"]
+__all__ = ["DecisionCalibration", "calibrate_decisions", "question_from_wire", "read_labelled"]
 
 _TYPES = ("choice", "noul", "score")
 
@@ -387,6 +387,55 @@ def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: 
     >>> cal.meta["n"], cal.temperature["noul"] > 0
     ({'noul': 6}, True)
     """
+    rows = read_labelled(path)
+    by_type: dict[str, list[tuple[np.ndarray, int]]] = {t: [] for t in _TYPES}
+    if decider.bias == "running":  # fit on the prior these states converge to, as a server's traffic would
+        for s in range(0, len(rows), batch):
+            decider.observe([(st, qs) for st, qs, _ in rows[s:s + batch]])
+    for s in range(0, len(rows), batch):
+        part = rows[s:s + batch]
+        raw = decider.log_probs([(st, qs) for st, qs, _ in part])
+        for (_, qs, labels), lps in zip(part, raw):
+            for qid, q in qs.items():
+                lp = lps[qid]
+                by_type[q.type].append((lp - np.logaddexp.reduce(lp), labels[qid]))
+    return DecisionCalibration.from_log_probs(by_type, bias=bias, min_per_level_set=min_per_level_set,
+                                              meta={"model": decider.model_name, "bias": decider.bias})
+
+
+def read_labelled(path) -> list[tuple[Any, dict, dict]]:
+    """Labelled decisions from JSON lines, checked line by line (`calibrate_decisions` gives the format).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    list of (state, dict of str to Question, dict of str to int)
+        Per line with at least one labelled question: its state, its labelled questions
+        and each one's label as an option index (the question's own option order).
+
+    Raises
+    ------
+    judge.io.InputError
+        A line that is not one JSON object (the message names the line).
+    DecisionError
+        A line without a state, questions or labels of the wrong shape, a question that
+        breaks the contract, a label that is not an option (each names ``path:line``),
+        or no labelled question at all.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "labelled.jsonl"
+    >>> _ = path.write_text(json.dumps({"state": "hi", "question": {"type": "noul"}, "label": "no"}) + "\\n"
+    ...                     + json.dumps({"text": "no state"}))
+    >>> read_labelled(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    judge.decisions.questions.DecisionError: ...labelled.jsonl:2: each line needs a "state" and a "question"/"label" or "questions"/"labels"; got keys ['text'].
+    """
     from judge.io import read_jsonl
 
     rows: list[tuple[Any, dict, dict]] = []
@@ -412,19 +461,7 @@ def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: 
             rows.append((rec["state"], {k: v[0] for k, v in parsed.items()}, {k: v[1] for k, v in parsed.items()}))
     if not rows:
         raise DecisionError(f"{path} has no labelled questions; see calibrate_decisions for the line format.")
-    by_type: dict[str, list[tuple[np.ndarray, int]]] = {t: [] for t in _TYPES}
-    if decider.bias == "running":  # fit on the prior these states converge to, as a server's traffic would
-        for s in range(0, len(rows), batch):
-            decider.observe([(st, qs) for st, qs, _ in rows[s:s + batch]])
-    for s in range(0, len(rows), batch):
-        part = rows[s:s + batch]
-        raw = decider.log_probs([(st, qs) for st, qs, _ in part])
-        for (_, qs, labels), lps in zip(part, raw):
-            for qid, q in qs.items():
-                lp = lps[qid]
-                by_type[q.type].append((lp - np.logaddexp.reduce(lp), labels[qid]))
-    return DecisionCalibration.from_log_probs(by_type, bias=bias, min_per_level_set=min_per_level_set,
-                                              meta={"model": decider.model_name, "bias": decider.bias})
+    return rows
 
 
 def prior_in_question_order(plan, prior):
@@ -432,18 +469,35 @@ def prior_in_question_order(plan, prior):
     return None if prior is None else plan.from_canonical(prior)
 
 
-def make_answer(q: Question, s: np.ndarray, prior: np.ndarray | None, plan, source: str | None,
-                cal: DecisionCalibration | None) -> Answer:
-    """The `Answer` to ``q`` from its scored strings' log-probabilities ``s``: summed per option, the
-    label-free ``prior`` divided out, then ``cal``'s profile (or a softmax), with the contract's confidence."""
-    mass = float(np.exp(np.logaddexp.reduce(s)))
+def option_scores(s: np.ndarray, prior: np.ndarray | None, plan) -> np.ndarray:
+    """Each option's log-probability (its scored strings summed), minus the label-free prior: (K,), question order.
+
+    Examples
+    --------
+    >>> from judge.decisions.prompts import PromptStyle, plan_question
+    >>> plan = plan_question(None, "x", Choice(["a", "b"]), PromptStyle())
+    >>> option_scores(np.log([0.5, 0.25]), np.log([0.5, 0.5]), plan).round(3).tolist()
+    [0.0, -0.693]
+    """
     z = plan.per_option(s)
-    if prior is not None:
-        z = z - prior
-    p = cal.apply(q.type, z) if cal is not None else softmax(z)
+    return z - prior if prior is not None else z
+
+
+def make_answer(q: Question, s: np.ndarray, prior: np.ndarray | None, plan, source: str | None,
+                cal: DecisionCalibration | None, fitted: np.ndarray | None = None) -> Answer:
+    """The `Answer` to ``q`` from its scored strings' log-probabilities ``s``: summed per option, the
+    label-free ``prior`` divided out, then ``cal``'s profile (or a softmax), with the contract's confidence.
+    ``fitted``: log-probabilities (question order) from a fitted profile's head, used instead (no ``cal``)."""
+    mass = float(np.exp(np.logaddexp.reduce(s)))
+    z = option_scores(s, prior, plan)
+    if fitted is not None:
+        p, cal = np.exp(np.asarray(fitted, np.float64)), None
+    else:
+        p = cal.apply(q.type, z) if cal is not None else softmax(z)
     p = np.clip(p, 0.0, 1.0)
     p = p / p.sum()
-    common = dict(option_mass=mass, calibrated=cal is not None, bias=source if prior is not None else None,
+    common = dict(option_mass=mass, calibrated=cal is not None, fitted=fitted is not None,
+                  bias=source if prior is not None else None,
                   scored=plan.scored, path="listed" if plan.listed else "unlisted")
     if isinstance(q, YesNo):
         spell = {"true": [t for t, i in zip(plan.surfaces, plan.order) if i == 0],

@@ -17,6 +17,10 @@ never depend on other requests). ``bias="running"`` replaces it, once ``warm_up`
 were asked the question, by their mean answer (a running batch prior: answers depend on
 earlier traffic, not on their own micro-batch). ``bias=None`` switches it off.
 
+**Guard, opt-in** (`judge.decisions.guard`): a guarded call also scores, in the same scoring
+call, variants of its state with pieces erased (flagged by the content scanners, or each in
+turn for questions with cautious options) and answers so that no planted piece decides.
+
 `Decider.ask_many` does the same for several states at once (the server's micro-batches),
 `Decider.count_tokens` counts a request's tokens with the scorer's own tokenizer (the
 server's budget), `Decider.describe` says how it answers (``/v1/models``).
@@ -29,22 +33,26 @@ HTTP (`judge.server`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from judge.backends import check_backend, make_scorer
-from judge.decisions.calibration import DecisionCalibration, make_answer, prior_in_question_order
+from judge.backends import check_backend
+from judge.decisions.calibration import (
+    DecisionCalibration,
+    make_answer,
+    option_scores,
+    prior_in_question_order,
+)
+from judge.decisions.guard import Guard, combine, resolve_guard, state_variants, variant_cost
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
+from judge.decisions.profiles import DecisionProfile
 from judge.decisions.prompts import (
     CONTENT_FREE,
-    DEFAULT_STYLES,
     PROMPT_VERSION,
     Plan,
-    PromptStyle,
     plan_question,
     state_text,
 )
@@ -57,18 +65,10 @@ from judge.decisions.questions import (
     YesNo,
     check_questions,
 )
+from judge.decisions.setup import build_scorer, model_name_of, resolve_styles
 
 __all__ = ["Decider"]
 
-
-
-def _name_of(model) -> str | None:
-    if model is None:
-        return None
-    if isinstance(model, (str, os.PathLike)):
-        return str(model)
-    cfg = getattr(model, "config", None)
-    return getattr(cfg, "_name_or_path", None) or type(model).__name__
 
 
 class Decider:
@@ -109,6 +109,12 @@ class Decider:
         The former name of ``scorer`` (``"auto"`` means the default).
     backend : {"transformers", "vllm"}
         The default scorer (`judge.backends.make_scorer`): ``Engine``, or ``VLLMScorer`` (vLLM's env).
+    guard : Guard, bool or None
+        Guard every call that does not say otherwise (`judge.decisions.guard`): ``True`` is
+        ``Guard()``; None or False: unguarded (the answers of an unguarded decider, bit for bit).
+    profile : DecisionProfile, str, os.PathLike or None
+        Fitted heads (`judge.decisions.profiles`, or the path of one): questions it has a head
+        for are answered by it (instead of a calibration profile).
 
     Attributes
     ----------
@@ -131,7 +137,8 @@ class Decider:
     """
 
     def __init__(self, model=None, tokenizer=None, *, device=None, backend="transformers", chat: bool | None = None,
-                 style=None, bias: str | None = "contextual", warm_up: int = 8, calibration=None, scorer=None, engine=None):
+                 style=None, bias: str | None = "contextual", warm_up: int = 8, calibration=None, scorer=None, engine=None,
+                 guard=None, profile=None):
         self.backend = check_backend(backend)
         self.model = model
         self.tokenizer = tokenizer
@@ -143,6 +150,8 @@ class Decider:
         self.calibration = calibration
         self.scorer = scorer
         self.engine = engine
+        self.guard = guard
+        self.profile = profile
         self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
 
     # -- state
@@ -157,7 +166,8 @@ class Decider:
         ('Engine', 'Reference')
         """
         if not hasattr(self, "_scorer"):
-            self._scorer = self._build_scorer()
+            self._scorer = build_scorer(self.scorer, self.engine, self.model, self.tokenizer, self.backend,
+                                        self.device)
         return self._scorer
 
     @property
@@ -171,30 +181,6 @@ class Decider:
         True
         """
         return self.scorer_
-
-    def _build_scorer(self):
-        from judge.engine import Scorer
-
-        given, engine = self.scorer, self.engine
-        if isinstance(engine, str):
-            if engine != "auto":
-                raise DecisionError(f"Decider(engine={engine!r}) is no longer a mode: scoring always goes through "
-                                    f"one Scorer. Pass scorer=judge.testing.Reference(model, tokenizer) for the "
-                                    f"reference, or leave it out for judge.engine.Engine.")
-            engine = None
-        if given is not None and engine is not None:
-            raise DecisionError("Decider got both scorer= and engine=; pass only scorer= (engine= is its old name).")
-        given = given if given is not None else engine
-        if given is None and self.model is not None and isinstance(self.model, Scorer):
-            given = self.model  # an already built scorer passed as the model (older calls)
-        if given is None:
-            return make_scorer(self.backend, self.model, self.tokenizer, device=self.device)
-        if not isinstance(given, Scorer):
-            missing = [m for m in ("setup", "encode", "option_ids", "score", "score_items", "last_usage_")
-                       if not hasattr(given, m)]
-            raise DecisionError(f"scorer must answer judge.engine.Scorer; {type(given).__name__} lacks {missing}. "
-                                f"Pass a judge.engine.Engine or a judge.testing.Reference.")
-        return given
 
     @property
     def tokenizer_(self):
@@ -239,6 +225,21 @@ class Decider:
         return c
 
     @property
+    def profile_(self):
+        """The fitted profile (loaded from its path on first use), or None.
+
+        Examples
+        --------
+        >>> Decider().profile_ is None
+        True
+        """
+        if self.profile is None or isinstance(self.profile, DecisionProfile):
+            return self.profile
+        if getattr(self, "_profile_from", None) != self.profile:
+            self._profile_loaded, self._profile_from = DecisionProfile.load(self.profile), self.profile
+        return self._profile_loaded
+
+    @property
     def styles_(self) -> dict:
         """The style of each question type for this tokenizer (``chat`` resolved).
 
@@ -254,29 +255,7 @@ class Decider:
         >>> Decider(*tiny_pair(), chat=True).styles_["choice"].chat
         True
         """
-        tok = self.tokenizer_
-        has = bool(getattr(tok, "chat_template", None))
-        given = self.style
-        if isinstance(given, PromptStyle):
-            given = {t: given for t in DEFAULT_STYLES}
-        elif given is None:
-            given = {}
-        elif not isinstance(given, Mapping) or set(given) - set(DEFAULT_STYLES) or \
-                not all(isinstance(s, PromptStyle) for s in given.values()):
-            raise DecisionError(f"style must be a PromptStyle or a dict {{type: PromptStyle}} with types among "
-                                f"{sorted(DEFAULT_STYLES)}, got {given!r:.80}.")
-        out = {}
-        for t, default in DEFAULT_STYLES.items():
-            s = given.get(t, default)
-            want = s.chat if self.chat is None else bool(self.chat)
-            explicit = self.chat is not None or t in given
-            if want and not has:
-                if explicit:
-                    raise DecisionError("Decider asks for the chat template but the tokenizer has none; use "
-                                        "chat=False or a PromptStyle with chat=False.")
-                want = False
-            out[t] = dataclasses.replace(s, chat=want)
-        return out
+        return resolve_styles(self.style, self.chat, bool(getattr(self.tokenizer_, "chat_template", None)))
 
     @property
     def model_name(self) -> str:
@@ -287,12 +266,7 @@ class Decider:
         >>> Decider().model_name
         'smollm2-135m-instruct'
         """
-        name = _name_of(self.model)
-        given = self.scorer if self.scorer is not None else self.engine
-        if name is None and given is not None and not isinstance(given, str):
-            # an Engine keeps what it was built from in .model; the reference holds its model_
-            name = _name_of(given.model if hasattr(given, "model") else getattr(given, "model_", None))
-        return name or "smollm2-135m-instruct"
+        return model_name_of(self.model, self.scorer if self.scorer is not None else self.engine)
 
     def uses_chat(self, qtype: str = "choice") -> bool:
         """Whether questions of ``qtype`` use the tokenizer's chat template.
@@ -371,8 +345,8 @@ class Decider:
             raise DecisionError(f"A question must be a Choice, YesNo or Score, got {type(question).__name__}.")
         return self._plan(state_text(state), question, self.styles_)
 
-    def _plan(self, st: str, q: Question, styles: dict) -> Plan:
-        p = plan_question(self.tokenizer_, st, q, styles[q.type])
+    def _plan(self, st, q: Question, styles: dict, untrusted: bool = False) -> Plan:
+        p = plan_question(self.tokenizer_, st, q, styles[q.type], untrusted=untrusted)
         if isinstance(q, YesNo):  # spellings this tokenizer writes with the same tokens are scored once
             tail = "".join(t for t, _ in p.question)[-64:]
             seen, drop = set(), []
@@ -383,13 +357,18 @@ class Decider:
             p = p.without(drop) if drop else p
         return p
 
-    def count_tokens(self, state: Any, questions: Mapping[str, Question]) -> dict:
+    def count_tokens(self, state: Any, questions: Mapping[str, Question], *, guard=None) -> dict:
         """Tokens a request feeds the model, counted with the scorer's own tokenizer.
 
         Parameters
         ----------
         state : str, dict or list
         questions : mapping of str to Choice, YesNo or Score
+        guard : Guard, bool or None
+            As for `ask` (None: the decider's ``guard``). A guarded question also feeds
+            each erased variant of the state from its first erased character on, and
+            its own prompt once per variant: ``"guard"`` counts them (an upper bound:
+            variants that questions share are counted for each).
 
         Returns
         -------
@@ -397,7 +376,8 @@ class Decider:
             ``{"state": int, "questions": {id: int}, "total": int}``: the template and
             the state (shared by every question), each question's own prompt text plus
             its scored strings' tokens, and their sum (a new question shape's one-time
-            content-free queries are not counted).
+            content-free queries are not counted); with a guard also ``"guard": {id: int}``,
+            the tokens its variants add, included in ``"total"``.
 
         Raises
         ------
@@ -416,17 +396,33 @@ class Decider:
         check_questions(questions)
         styles, st = self.styles_, state_text(state)
         scorer = self.scorer_
-        plans = {qid: self._plan(st, q, styles) for qid, q in questions.items()}
+        g = self.guard_of((state, questions, guard))
+        plans = {qid: self._plan(st, q, styles, untrusted=bool(g and g.framing)) for qid, q in questions.items()}
         n_state = len(scorer.encode(next(iter(plans.values())).head))
         per = {}
         for qid, p in plans.items():
             after_user = "".join(t for t, _ in p.pieces[max((i for i, (_, u) in enumerate(p.pieces) if u), default=-1) + 1:])
             options = scorer.option_ids(after_user, list(p.surfaces), what="Option")
             per[qid] = len(scorer.encode(p.question)) + sum(len(x) for x in options)
-        return {"state": n_state, "questions": per, "total": n_state + sum(per.values())}
+        out = {"state": n_state, "questions": per, "total": n_state + sum(per.values())}
+        if g is not None:
+            out["guard"] = variant_cost(st, state_variants(state, questions, g, self.tokenizer_)[1], per, scorer.encode)
+            out["total"] += sum(out["guard"].values())
+        return out
 
-    def _score(self, calls, update: bool) -> list[dict[str, tuple]]:
-        """Per call and question: (per-surface log-probs, log prior or None, plan, prior's source); one score() call.
+    def guard_of(self, call) -> Guard | None:
+        """The guard a call runs under: its own third element, else the decider's ``guard``; None when off.
+
+        Examples
+        --------
+        >>> Decider(guard=True).guard_of(("text", {})).max_pieces, Decider(guard=True).guard_of(("text", {}, False))
+        (12, None)
+        """
+        return resolve_guard(call[2] if len(call) > 2 and call[2] is not None else self.guard)
+
+    def _score(self, calls, update: bool) -> tuple[list[dict[str, list]], list]:
+        """Per call and question, per variant of its state (one when unguarded): (per-surface log-probs, log prior
+        or None, plan, prior's source); and per call its guard plan (or None). One score() call.
 
         ``update``: count the answered distributions into the running priors (answers do; log_probs do not).
         """
@@ -434,29 +430,34 @@ class Decider:
         from judge.engine import Query
 
         styles = self.styles_
-        queries, plans, keys = [], [], []
-        for ci, (state, questions) in enumerate(calls):
-            st = state_text(state)
+        queries, plans, keys, gplans = [], [], [], []
+        for ci, call in enumerate(calls):
+            state, questions = call[0], call[1]
             check_questions(questions)
+            guard = self.guard_of(call)
+            gplan, variants = state_variants(state, questions, guard, self.tokenizer_)
+            gplans.append(gplan)
             for qid, q in questions.items():
-                p = self._plan(st, q, styles)
-                plans.append(p)
-                keys.append((ci, qid))
-                queries.append(Query(pieces=p.pieces, options=p.surfaces))
+                for vi, st in enumerate(variants[qid]):
+                    p = self._plan(st, q, styles, untrusted=bool(guard and guard.framing))
+                    plans.append(p)
+                    keys.append((ci, qid, vi))
+                    queries.append(Query(pieces=p.pieces, options=p.surfaces))
         out: list[dict] = [{} for _ in calls]
         if not queries:
             self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
-            return out
+            return out, gplans
         n_asked = len(queries)
         todo: dict[tuple, int] = {}  # new shapes: where their content-free queries start
         priors = self.priors_
         if priors is not None:
-            for (ci, qid), p in zip(keys, plans):
+            for (ci, qid, _), p in zip(keys, plans):
                 if p.shape not in todo and priors.needs_content_free(p.shape):
                     q = calls[ci][1][qid]
                     todo[p.shape] = len(queries)
+                    guard = self.guard_of(calls[ci])
                     for cf in CONTENT_FREE:
-                        c = self._plan(cf, q, styles)
+                        c = self._plan(cf, q, styles, untrusted=bool(guard and guard.framing))
                         queries.append(Query(pieces=c.pieces, options=c.surfaces))
         scorer = self.scorer_
         # A lone query: its template text before the state (the same for every request) is the
@@ -473,12 +474,12 @@ class Decider:
         # every answer of this call uses the priors as they stood before it; then the call is counted
         got = [(prior_in_question_order(p, priors.prior(p.shape)), priors.source(p.shape)) if priors is not None
                else (None, None) for p in plans]
-        for (ci, qid), p, s, (b, src) in zip(keys, plans, scores[:n_asked], got):
-            out[ci][qid] = (s, b, p, src)
-        if update and priors is not None:
+        for (ci, qid, _), p, s, (b, src) in zip(keys, plans, scores[:n_asked], got):
+            out[ci].setdefault(qid, []).append((s, b, p, src))
+        if update and priors is not None:  # the states as given (a guard's variants are not traffic)
             priors.observe([(p.shape, state_text(calls[ci][0]), p.per_option(s)[list(p.canonical)])
-                            for (ci, _), p, s in zip(keys, plans, scores[:n_asked])])
-        return out
+                            for (ci, _, vi), p, s in zip(keys, plans, scores[:n_asked]) if vi == 0])
+        return out, gplans
 
     def log_probs(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> list[dict[str, np.ndarray]]:
         """Log-probabilities of every question's options, bias-corrected, in one scoring call.
@@ -494,7 +495,7 @@ class Decider:
             the strings scored for it), minus its content-free log prior when the
             bias correction is on, in the question's own option order; not
             normalised, not calibrated. What answers and calibration profiles are
-            computed from.
+            computed from; of the states as given (a guard is not applied).
 
         Examples
         --------
@@ -503,8 +504,9 @@ class Decider:
         >>> lp[0]["q"].shape, bool((lp[0]["q"] < 0).all())
         ((3,), True)
         """
-        return [{qid: p.per_option(s) - (b if b is not None else 0.0) for qid, (s, b, p, _) in scored.items()}
-                for scored in self._score(calls, update=False)]
+        calls = [(c[0], c[1], False) for c in calls]
+        return [{qid: option_scores(s, b, p) for qid, [(s, b, p, _)] in scored.items()}
+                for scored in self._score(calls, update=False)[0]]
 
     def observe(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> None:
         """Count states into the running bias priors without answering (one scoring call).
@@ -527,14 +529,15 @@ class Decider:
         'running'
         """
         if self.bias == "running":
-            self._score(calls, update=True)
+            self._score([(c[0], c[1], False) for c in calls], update=True)
 
-    def ask_many(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> list[dict[str, Answer]]:
+    def ask_many(self, calls: Sequence[tuple]) -> list[dict[str, Answer]]:
         """`ask` for several (state, questions) pairs in one scoring call (the server's micro-batches).
 
         Parameters
         ----------
-        calls : sequence of (state, mapping of str to question)
+        calls : sequence of (state, mapping of str to question) or (state, questions, guard)
+            ``guard``: a `Guard`, True (``Guard()``), False (off) or None (the decider's ``guard``).
 
         Returns
         -------
@@ -549,12 +552,23 @@ class Decider:
         >>> len(out), sorted(out[0])
         (2, ['q'])
         """
-        scored = self._score(calls, update=True)
-        cal = self.calibration_
-        return [{qid: make_answer(q, *scored[i][qid], cal) for qid, q in questions.items()}
-                for i, (_, questions) in enumerate(calls)]
+        scored, gplans = self._score(calls, update=True)
+        cal, prof = self.calibration_, self.profile_
+        fitted = {} if prof is None else prof.fitted(self, calls, scored)
+        out = []
+        for i, call in enumerate(calls):
+            answers = {}
+            for qid, q in call[1].items():
+                got = [make_answer(q, *v, cal, fitted.get((i, qid, vi))) for vi, v in enumerate(scored[i][qid])]
+                if gplans[i] is None:
+                    answers[qid] = got[0]
+                else:
+                    j, report = combine(qid, q, got, gplans[i], self.guard_of(call))
+                    answers[qid] = dataclasses.replace(got[j], guard=report)
+            out.append(answers)
+        return out
 
-    def ask(self, state: Any, questions: Mapping[str, Question]) -> dict[str, Answer]:
+    def ask(self, state: Any, questions: Mapping[str, Question], *, guard=None) -> dict[str, Answer]:
         """Answer every question about ``state`` (one scoring call for all of them).
 
         Parameters
@@ -563,11 +577,13 @@ class Decider:
             The content; JSON objects and arrays are shown as canonical JSON.
         questions : mapping of str to Choice, YesNo or Score
             Ids are any non-empty strings; they are never shown to the model.
+        guard : Guard, bool or None
+            This call's guard (None: the decider's ``guard``; False: off).
 
         Returns
         -------
         dict of str to Answer
-            Keyed like ``questions``.
+            Keyed like ``questions``; guarded answers carry their `GuardReport` (``.guard``).
 
         Examples
         --------
@@ -576,4 +592,4 @@ class Decider:
         >>> sorted(a.probabilities), 0 <= a.score <= 1
         (['0', '1'], True)
         """
-        return self.ask_many([(state, questions)])[0]
+        return self.ask_many([(state, questions, guard)])[0]

@@ -381,6 +381,10 @@ class Answer:
     spellings : dict or None
         Yes/no questions: ``{"true": [...], "false": [...]}``, the spellings whose
         probabilities were summed for each side.
+    guard : judge.decisions.guard.GuardReport or None
+        What the guard flagged and erased (guarded answers only).
+    fitted : bool
+        Whether a fitted profile's head gave the probabilities (`judge.decisions.profiles`).
 
     Examples
     --------
@@ -402,6 +406,8 @@ class Answer:
     bias: str | None = None
     scored: str = "names"
     spellings: dict | None = None
+    guard: Any = None
+    fitted: bool = False
 
     def to_wire(self, *, extensions: bool = False) -> dict:
         """The answer as the ``/v1/systemone`` contract writes it.
@@ -436,6 +442,8 @@ class Answer:
         if extensions:
             out.update(x_option_mass=float(self.option_mass), x_calibrated=self.calibrated, x_path=self.path,
                        x_bias=self.bias, x_scored=self.scored)
+            if self.fitted:
+                out["x_fitted"] = True
             if self.spellings is not None:
                 out.update(x_yes_spellings=list(self.spellings["true"]), x_no_spellings=list(self.spellings["false"]))
         return out

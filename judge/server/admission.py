@@ -16,6 +16,10 @@ raises the error the caller gets, in this order, cheapest first:
    context (a question's deepest token: state, question and its longest option, at most
    ``max_position_embeddings`` and the engine's ``max_batch_tokens``) -> 413.
 
+A guarded request (``"x_guard": true``, a question's ``x_cautious``, or ``judge serve --guard``)
+is priced with its erased variants (`Decider.count_tokens` with the guard): they multiply the
+tokens fed, so they count against ``max_request_tokens`` and size its jobs.
+
 An admitted request is cut into *jobs* (`Admitted.jobs`: consecutive questions of at most
 ``max_job_tokens`` tokens each), which the `MicroBatcher` serves in turn with other requests.
 Every question is scored alone (its prompt holds only the state and itself), so the cut never
@@ -26,6 +30,7 @@ What it deliberately does not do: score, queue, or write responses.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -36,7 +41,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from judge._errors import LabelError
-from judge.decisions import Choice, DecisionError, Score, YesNo, render_value
+from judge.decisions import Choice, DecisionError, Guard, Score, YesNo, render_value
 from judge.decisions.prompts import state_text
 from judge.engine.passes import model_context
 from judge.server.contract import (
@@ -44,6 +49,7 @@ from judge.server.contract import (
     ChoiceQuestion,
     DecisionsRequest,
     SystemOneRequest,
+    cautious_of,
     decisions_to_questions,
     render_input,
     to_questions,
@@ -77,14 +83,17 @@ class Admitted:
     n_state : int
         Tokens of the template and the state (shared by every question).
     tokens : dict of str to int
-        Each question's own tokens (its text and its options' scored tokens).
+        Each question's own tokens (its text and its options' scored tokens; with a
+        guard, also what its erased variants add).
     total : int
         ``n_state + sum(tokens.values())`` (the response's ``usage.input_tokens``).
+    guard : judge.decisions.Guard or None
+        The request's guard (None: unguarded).
 
     Examples
     --------
     >>> a = Admitted("hi", {"a": YesNo("?"), "b": YesNo("!")}, 10, {"a": 5, "b": 6}, 21)
-    >>> [(sorted(qs), n) for (_, qs), size, n in a.jobs(max_tokens=16, max_questions=8)]
+    >>> [(sorted(qs), n) for (_, qs, _), size, n in a.jobs(max_tokens=16, max_questions=8)]
     [(['a'], 15), (['b'], 16)]
     """
 
@@ -93,22 +102,31 @@ class Admitted:
     n_state: int
     tokens: dict
     total: int
+    guard: Any = None
 
     def jobs(self, *, max_tokens: int, max_questions: int) -> list[tuple[tuple, int, int]]:
-        """Consecutive questions cut into ``((state, questions), n_questions, tokens)`` jobs.
+        """Consecutive questions cut into ``((state, questions, guard), n_questions, tokens)`` jobs.
 
         A job holds at most ``max_questions`` questions and, unless one question alone is
-        larger, at most ``max_tokens`` tokens (the state counted in each job).
+        larger, at most ``max_tokens`` tokens (the state counted in each job); its guard
+        names the cautious options of its own questions only.
         """
         out, cur, n = [], {}, self.n_state
+
+        def close():
+            g = self.guard
+            if g is not None:
+                g = dataclasses.replace(g, cautious={k: v for k, v in g.cautious.items() if k in cur})
+            out.append(((self.state, cur, g if g is not None else False), len(cur), n))
+
         for qid, q in self.questions.items():
             t = self.tokens[qid]
             if cur and (n + t > max_tokens or len(cur) >= max_questions):
-                out.append(((self.state, cur), len(cur), n))
+                close()
                 cur, n = {}, self.n_state
             cur[qid] = q
             n += t
-        out.append(((self.state, cur), len(cur), n))
+        close()
         return out
 
 
@@ -164,6 +182,9 @@ class Admission:
         The token budgets (the request; the state plus the longest question).
     max_job_tokens, max_job_questions : int
         How a request is cut into jobs (see `Admitted.jobs`).
+    guard : bool
+        Guard requests that do not say (``x_guard``); a request with ``x_cautious`` on a
+        question is guarded unless it says ``"x_guard": false``.
 
     Examples
     --------
@@ -178,12 +199,13 @@ class Admission:
 
     def __init__(self, decider, check_model: Callable[[str], None], *, max_questions: int = 1024,
                  max_options: int = 10_000, max_request_tokens: int = 65536, max_state_tokens: int = 32768,
-                 max_job_tokens: int = 8192, max_job_questions: int = 256):
+                 max_job_tokens: int = 8192, max_job_questions: int = 256, guard: bool = False):
         self.decider = decider
         self.check_model = check_model
         self.max_questions, self.max_options = max_questions, max_options
         self.max_request_tokens, self.max_state_tokens = max_request_tokens, max_state_tokens
         self.max_job_tokens, self.max_job_questions = max_job_tokens, max_job_questions
+        self.guard = bool(guard)
 
     # ---------------------------------------------------------------- limits
     def context(self) -> tuple[int | None, str]:
@@ -276,10 +298,18 @@ class Admission:
                 state = render_input(req.input)
             except DecisionError as e:
                 raise Invalid(str(e)) from None
-        return req, self.price(state, questions)
+        cautious = cautious_of(req)
+        on = req.x_guard if req.x_guard is not None else (self.guard or bool(cautious))
+        try:
+            guard = Guard(cautious=cautious) if on else None
+        except DecisionError as e:
+            raise Invalid(str(e)) from None
+        return req, self.price(state, questions, guard)
 
-    def price(self, state, questions: dict) -> Admitted:
+    def price(self, state, questions: dict, guard=None) -> Admitted:
         """Count ``questions`` about ``state`` against every budget (see the module docstring).
+
+        ``guard``: a `judge.decisions.Guard` (its erased variants are priced) or None (unguarded).
 
         Examples
         --------
@@ -308,9 +338,11 @@ class Admission:
             n_state, total, longest = 0, 0, 0
             for s in range(0, len(ids), _PRICE_CHUNK):
                 chunk = {qid: questions[qid] for qid in ids[s:s + _PRICE_CHUNK]}
-                n = d.count_tokens(state, chunk)
+                g = None if guard is None else dataclasses.replace(
+                    guard, cautious={k: v for k, v in guard.cautious.items() if k in chunk})
+                n = d.count_tokens(state, chunk, guard=g if g is not None else False)
                 n_state = n["state"]
-                tokens.update(n["questions"])
+                tokens.update({k: v + n.get("guard", {}).get(k, 0) for k, v in n["questions"].items()})
                 total = n_state + sum(tokens.values())
                 longest = max(longest, *n["questions"].values())
                 if n_state + longest > self.max_state_tokens:
@@ -318,16 +350,22 @@ class Admission:
                                         f"{self.max_state_tokens}-token budget (max_state_tokens); shorten the state "
                                         f"or split the question.")
                 if total > self.max_request_tokens:
-                    raise ApiError(413, f"the request is at least {total} tokens (counted {len(tokens)} of {len(ids)} "
-                                        f"questions), over the {self.max_request_tokens}-token budget "
-                                        f"(max_request_tokens); send fewer questions per request.")
+                    what = " with the guard's erased variants of the state" if guard is not None else ""
+                    fix = "; or a shorter state, or \"x_guard\": false" if guard is not None else ""
+                    raise ApiError(413, f"the request is at least {total} tokens{what} (counted {len(tokens)} of "
+                                        f"{len(ids)} questions), over the {self.max_request_tokens}-token budget "
+                                        f"(max_request_tokens); send fewer questions per request{fix}.")
                 if ctx:
                     for qid, t in n["questions"].items():
                         if n_state + t > ctx:  # the sum of its options is over: count its deepest path exactly
                             self._deepest(state, qid, questions[qid], ctx, ctx_what)
         except (DecisionError, LabelError) as e:
             raise Invalid(str(e)) from None
-        return Admitted(state, questions, n_state, tokens, total)
+        if guard is not None:
+            unknown = sorted(set(guard.cautious) - set(questions))
+            if unknown:
+                raise Invalid(f"x_cautious names question(s) {unknown} that are not in the request.")
+        return Admitted(state, questions, n_state, tokens, total, guard)
 
     def _deepest(self, state, qid, q, ctx: int, ctx_what: str) -> None:
         """413 when the question's prompt plus its longest option (as the engine will score them) is over ``ctx``."""

@@ -61,6 +61,7 @@ from judge._errors import LabelError
 from judge.decisions import Decider, DecisionError, YesNo
 from judge.server.admission import Admission, Invalid
 from judge.server.batching import MicroBatcher, Overloaded, ShuttingDown
+from judge.server.contract import guard_to_wire
 from judge.server.errors import ApiError, error_body, install_handlers, validation_response
 
 __all__ = ["ServerConfig", "create_app", "memory_bound"]
@@ -103,6 +104,10 @@ class ServerConfig:
         Threads that parse, validate and price requests (apart from the scoring thread).
     extensions : bool
         Add ``x_`` fields (option mass, batch size, timings) to responses.
+    guard : bool
+        Guard every request that does not say ``"x_guard": false`` (`judge.decisions.guard`;
+        ``judge serve --guard``); off: only requests with ``"x_guard": true`` or a question's
+        ``x_cautious`` are guarded. Guarded answers carry ``x_flags`` and ``x_guard``.
 
     Examples
     --------
@@ -123,6 +128,7 @@ class ServerConfig:
     max_batch_tokens: int = 8192
     admission_threads: int = 2
     extensions: bool = True
+    guard: bool = False
 
     def __post_init__(self):
         for name in ("max_batch_questions", "max_queue", "max_request_tokens", "max_state_tokens", "max_body_bytes",
@@ -381,7 +387,8 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
     admission = Admission(decider, check_model, max_questions=config.max_questions, max_options=config.max_options,
                           max_request_tokens=config.max_request_tokens, max_state_tokens=config.max_state_tokens,
-                          max_job_tokens=config.max_batch_tokens, max_job_questions=config.max_batch_questions)
+                          max_job_tokens=config.max_batch_tokens, max_job_questions=config.max_batch_questions,
+                          guard=config.guard)
     admit_pool = ThreadPoolExecutor(config.admission_threads, thread_name_prefix="judge-admit")
     bound: dict = {"total": None}
 
@@ -474,27 +481,31 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
                 "x_batch_input_tokens": res["batch_tokens"], "x_compute_ms": round(res["compute_ms"], 3),
                 "x_total_ms": round(res["total_ms"], 3), "x_admit_ms": round(res["admit_ms"], 3), "x_jobs": res["jobs"]}
 
+    def wire(a) -> dict:
+        out = a.to_wire(extensions=config.extensions)
+        return {**out, **guard_to_wire(a.guard)} if a.guard is not None else out
+
     def render_systemone(req, res) -> dict:
-        return {"model": served,
-                "answers": {qid: a.to_wire(extensions=config.extensions) for qid, a in res["answers"].items()},
+        return {"model": served, "answers": {qid: wire(a) for qid, a in res["answers"].items()},
                 "usage": {"input_tokens": int(res["input_tokens"]), "output_tokens": 0}, **extensions(res)}
 
     def render_decisions(req, res) -> dict:
         out = []
         for i, q in enumerate(req.questions):
             a = res["answers"][str(i)]
+            extra = guard_to_wire(a.guard) if a.guard is not None else {}
             if q.type == "predicate":
-                out.append({"type": "predicate", "name": q.name, "probability": a.noul})
+                out.append({"type": "predicate", "name": q.name, "probability": a.noul, **extra})
             elif q.type == "choice":
                 values = [c.value for c in q.choices]
                 probs = list(a.probabilities.values())
                 best = values[list(a.probabilities).index(a.choice)]
                 out.append({"type": "choice", "name": q.name, "choice": best, "confidence": a.confidence,
-                            "probabilities": [{"value": v, "probability": p} for v, p in zip(values, probs)]})
+                            "probabilities": [{"value": v, "probability": p} for v, p in zip(values, probs)], **extra})
             else:
                 out.append({"type": "score", "name": q.name, "score": a.score, "confidence": a.confidence,
                             "probabilities": [{"value": j, "label": lv.label, "probability": a.probabilities[str(j)]}
-                                              for j, lv in enumerate(q.levels)]})
+                                              for j, lv in enumerate(q.levels)], **extra})
         n = int(res["input_tokens"])
         usage = {"input_tokens": n, "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
                  "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n}
@@ -519,7 +530,14 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
             f"label-free bias correction on ({b['method']}: {b['what']})"
         desc = (f"{decider.model_name} through trie-judge: exact log-probabilities of what each option means "
                 f"(descriptions, never opaque ids); {bias}; {state}.")
-        extra = {"x_calibrated": cal is not None,
+        guard = "guarded by default (x_guard: false turns it off)" if config.guard else \
+            "unguarded by default (x_guard: true or x_cautious guards a request)"
+        desc = desc[:-1] + f"; {guard}."
+        prof = decider.profile_
+        if prof is not None:
+            desc = desc[:-1] + f"; a fitted profile answers {len(prof.heads)} question shape(s) (x_profile)."
+        extra = {"x_calibrated": cal is not None, "x_guard_default": config.guard,
+                 "x_profile": None if prof is None else prof.describe(),
                  "x_calibration": None if cal is None else {"temperature": cal.temperature, **cal.meta},
                  "x_bias_correction": how["bias"], "x_prompt_version": how["prompt_version"],
                  "x_prompt_styles": how["styles"]}

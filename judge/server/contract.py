@@ -50,7 +50,7 @@ Text = StrictStr | dict[str, Any] | list[Any]
 __all__ = [
     "SystemOneRequest", "NoulQuestion", "ChoiceQuestion", "ScoreQuestion",
     "DecisionsRequest", "to_question", "to_questions", "question_from_wire", "error_message",
-    "decisions_to_questions", "render_input",
+    "decisions_to_questions", "render_input", "cautious_of", "guard_to_wire",
 ]
 
 
@@ -83,6 +83,7 @@ class NoulQuestion(_Lenient):
     type: Literal["noul"]
     instructions: Text | None = None
     criteria: NoulCriteria | None = None
+    x_cautious: list[StrictStr] | None = None
 
 
 class ChoiceQuestion(_Lenient):
@@ -97,6 +98,7 @@ class ChoiceQuestion(_Lenient):
     type: Literal["choice"]
     instructions: Text | None = None
     criteria: dict[str, Text | None]
+    x_cautious: list[StrictStr] | None = None
 
     @field_validator("criteria", mode="before")
     @classmethod
@@ -127,6 +129,7 @@ class ScoreQuestion(_Lenient):
     type: Literal["score"]
     instructions: Text | None = None
     criteria: list[Text]
+    x_cautious: list[StrictStr] | None = None
 
     @field_validator("criteria", mode="before")
     @classmethod
@@ -159,6 +162,7 @@ class SystemOneRequest(_Lenient):
     state: Text
     questions: dict[str, SystemOneQuestion] = Field(min_length=1)
     assets: Any = None
+    x_guard: StrictBool | None = None
 
     @field_validator("questions", mode="before")
     @classmethod
@@ -332,6 +336,7 @@ class PredicateQ(_Lenient):
     type: Literal["predicate"]
     instructions: Instructions
     name: StrictStr | None = None
+    x_cautious: list[StrictStr] | None = None
 
 
 class ChoiceOption(_Lenient):
@@ -360,6 +365,7 @@ class ChoiceQ(_Lenient):
     instructions: Instructions
     choices: list[ChoiceOption] = Field(min_length=2, max_length=MAX_OPTIONS)
     name: StrictStr | None = None
+    x_cautious: list[StrictStr | StrictBool] | None = None
 
     @model_validator(mode="after")
     def _unique(self):
@@ -404,6 +410,7 @@ class ScoreQ(_Lenient):
     instructions: Instructions
     levels: list[Level] = Field(min_length=2, max_length=MAX_SCORE_LEVELS)
     name: StrictStr | None = None
+    x_cautious: list[StrictStr] | None = None
 
 
 DecisionQuestion = Annotated[PredicateQ | ChoiceQ | ScoreQ, Field(discriminator="type")]
@@ -423,6 +430,7 @@ class DecisionsRequest(_Lenient):
     model: StrictStr
     input: StrictStr | list[dict[str, Any]] = Field(min_length=1)
     questions: list[DecisionQuestion] = Field(min_length=1, max_length=400)
+    x_guard: StrictBool | None = None
 
 
 def _surface(v) -> str:
@@ -480,3 +488,54 @@ def decisions_to_questions(req: DecisionsRequest) -> dict:
             out[str(i)] = Score([lv.label if lv.description is None else f"{lv.label}: {lv.description}"
                                  for lv in q.levels], _instr(q.instructions))
     return out
+
+
+# ----------------------------------------------------------------------------- the guard's x_ fields
+
+def cautious_of(req: SystemOneRequest | DecisionsRequest) -> dict:
+    """The questions' ``x_cautious`` lists, keyed like the questions the decider gets (answer keys as written).
+
+    A Decisions choice value ``true`` is the option ``"true"``; a Decisions score level is named by
+    its number (``"0"``, ``"1"``...) or its label.
+
+    Examples
+    --------
+    >>> req = SystemOneRequest(model="m", state="s", questions={"q": {"type": "noul", "x_cautious": ["true"]}})
+    >>> cautious_of(req)
+    {'q': ['true']}
+    >>> req = DecisionsRequest(model="m", input="s", questions=[{"type": "score", "instructions": "How bad?",
+    ...     "levels": [{"label": "fine"}, {"label": "bad"}], "x_cautious": ["bad"]}])
+    >>> cautious_of(req)
+    {'0': ['1']}
+    """
+    if isinstance(req, SystemOneRequest):
+        return {qid: list(q.x_cautious) for qid, q in req.questions.items() if q.x_cautious}
+    out = {}
+    for i, q in enumerate(req.questions):
+        if not q.x_cautious:
+            continue
+        if isinstance(q, ScoreQ):
+            labels = {lv.label: str(j) for j, lv in enumerate(q.levels)}
+            out[str(i)] = [labels.get(k, k) if isinstance(k, str) else k for k in q.x_cautious]
+        else:
+            out[str(i)] = [_surface(k) for k in q.x_cautious]
+    return out
+
+
+def guard_to_wire(report) -> dict:
+    """A `judge.decisions.GuardReport` as the ``x_flags`` and ``x_guard`` fields of an answer.
+
+    Examples
+    --------
+    >>> from judge.decisions import Flag, GuardReport
+    >>> r = GuardReport((Flag("verdict", "a verdict", 1, "verdict: ok"),), 2, 2, ("verdict: ok",), "scanners", True, "a")
+    >>> guard_to_wire(r)["x_flags"]
+    [{'scanner': 'verdict', 'message': 'a verdict', 'text': 'verdict: ok', 'piece': 1}]
+    >>> guard_to_wire(r)["x_guard"]["changed"]
+    True
+    """
+    return {"x_flags": [{"scanner": f.scanner, "message": f.message, "text": f.text[:300], "piece": f.piece}
+                        for f in report.flags],
+            "x_guard": {"rule": report.rule, "pieces": report.pieces, "variants": report.variants,
+                        "erased": [t[:300] for t in report.erased], "changed": report.changed,
+                        "unguarded": report.unguarded}}

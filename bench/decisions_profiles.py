@@ -1,0 +1,192 @@
+"""Fitted decision profiles on sys1bench's generators (issue 29 B): N labelled items per question, fresh test items.
+
+``python -m bench.decisions_profiles run``: items from sys1bench's five generators with seeds
+never used before in this project (train ``--train-seed``, test ``--test-seed``; the earlier
+runs used 7001 for validation and 9001 for test), canonical framing and option order. The
+first N training items of each generator are written as labelled JSON lines (the shape
+``judge calibrate-decisions`` and ``judge fit-decisions`` read) and fitted with
+`judge.decisions.fit_profile`; each test item is answered by the zero-shot decider (the
+server's default) and by the decider with each profile. Per question (generator.key):
+accuracy, the majority baseline (the test gold's top share), accuracy − majority, the
+predicted top share against gold's + 20 points, ECE (15 bins) over its resampled noise floor.
+Scores cached in bench/cache/decisions_profiles/ (zero-shot scores are reused across N);
+bench/results/decisions_profiles.json.
+
+What it deliberately does not do: choose anything on the test items (the head's L2 is chosen by
+cross-validation on the N training items), use framings or option permutations (CPU time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / "cache" / "decisions_profiles"
+
+
+def _questions(item):
+    from bench._decisions_data import wire
+    from judge.decisions import question_from_wire
+
+    return {k: question_from_wire(wire(q), where=k) for k, q in item.questions.items()}
+
+
+def _gold(item, q, key) -> int:
+    from bench._decisions_data import truth_label
+    from judge.decisions.guard import answer_keys
+
+    label = truth_label(item.questions[key])
+    keys = answer_keys(q)
+    if q.type == "noul":
+        return 0 if label else 1
+    return keys.index(str(label))
+
+
+def _ece_floor(proba: np.ndarray, n_bins=15, resamples=200, seed=0) -> float:
+    """Mean ECE when labels are drawn from the predicted probabilities (the noise floor of a perfect forecaster)."""
+    from judge.calibration import expected_calibration_error
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(resamples):
+        y = np.array([rng.choice(len(p), p=p / p.sum()) for p in proba])
+        out.append(expected_calibration_error(y, proba, n_bins=n_bins))
+    return float(np.mean(out))
+
+
+def _cards(rows) -> dict:
+    """Per question: accuracy, majority, top shares, ECE / floor."""
+    from judge.calibration import expected_calibration_error
+
+    by: dict[str, list] = {}
+    for r in rows:
+        by.setdefault(r["question"], []).append(r)
+    out = {}
+    for qk, rs in sorted(by.items()):
+        gold = Counter(r["gold"] for r in rs)
+        pred = Counter(r["pred"] for r in rs)
+        K = max(len(r["proba"]) for r in rs)
+        proba = np.array([r["proba"] + [0.0] * (K - len(r["proba"])) for r in rs])
+        y = np.array([r["gold"] for r in rs])
+        acc = float(np.mean([r["pred"] == r["gold"] for r in rs]))
+        ece = expected_calibration_error(y, proba, n_bins=15)
+        floor = _ece_floor(proba)
+        n = len(rs)
+        out[qk] = {"n": n, "accuracy": acc, "majority": gold.most_common(1)[0][1] / n,
+                   "accuracy_minus_majority": acc - gold.most_common(1)[0][1] / n,
+                   "top_share": pred.most_common(1)[0][1] / n, "gold_top_share": gold.most_common(1)[0][1] / n,
+                   "top_share_over": pred.most_common(1)[0][1] / n > gold.most_common(1)[0][1] / n + 0.20,
+                   "ece": float(ece), "ece_floor": floor, "ece_over_floor": float(ece / floor) if floor > 0 else None,
+                   "fitted_share": float(np.mean([r["fitted"] for r in rs]))}
+    return out
+
+
+def _summary(cards) -> dict:
+    diffs = [c["accuracy_minus_majority"] for c in cards.values()]
+    eofs = [c["ece_over_floor"] for c in cards.values() if c["ece_over_floor"] is not None]
+    return {"questions": len(cards), "median_accuracy_minus_majority": statistics.median(diffs),
+            "median_accuracy": statistics.median(c["accuracy"] for c in cards.values()),
+            "over_top_share": sum(c["top_share_over"] for c in cards.values()),
+            "median_ece_over_floor": statistics.median(eofs) if eofs else None}
+
+
+def run(args) -> None:
+    from bench._common import load_bench_model
+    from bench._decisions_data import GENERATORS, CachedScorer, labelled_jsonl, task_items
+    from judge.decisions import Decider, fit_profile
+    from judge.engine import Engine
+
+    gens = args.generators or list(GENERATORS)
+    model, tok = load_bench_model(None, device="cpu")
+    scorer = CachedScorer(Engine(model, tok), CACHE / "scores.sqlite", "smollm2")
+    zero = Decider(scorer=scorer)
+    train = task_items(gens, max(args.ns), args.train_seed)
+    test = task_items(gens, args.n_test, args.test_seed)
+    arms = {"zero-shot": zero}
+    fits = {}
+    for n in args.ns:
+        part = [it for g in gens for it in [x for x in train if x.metadata["generator"] == g][:n]]
+        path = labelled_jsonl(part, CACHE / f"train_{args.train_seed}_n{n}.jsonl")
+        t0 = time.perf_counter()
+        prof = fit_profile(path, zero, cv=args.cv)
+        fits[n] = {"seconds": round(time.perf_counter() - t0, 1), "question_shapes": len(prof.heads),
+                   "l2": {v["instructions"][:50] if v["instructions"] else "": v["l2"] for v in prof.questions.values()}}
+        prof.save(CACHE / f"profile_n{n}.json")
+        arms[f"profile N={n}"] = Decider(scorer=scorer, profile=prof)
+        print(f"N={n}: {len(prof.heads)} heads fitted in {fits[n]['seconds']} s", flush=True)
+    # majority of the training labels (N=max), predicted on every test item: the baseline a user gets for free
+    results = {}
+    for arm, d in arms.items():
+        rows = []
+        t0 = time.perf_counter()
+        for it in test:
+            qs = _questions(it)
+            ans = d.ask(it.state, qs)
+            for k, q in qs.items():
+                a = ans[k]
+                from judge.decisions.guard import answer_keys
+
+                keys = answer_keys(q)
+                p = [float(a.probabilities[x]) for x in keys]
+                rows.append({"question": f"{it.metadata['generator']}.{k}", "gold": _gold(it, q, k),
+                             "pred": int(np.argmax(p)), "proba": p, "fitted": a.fitted})
+        cards = _cards(rows)
+        results[arm] = {"summary": _summary(cards), "questions": cards, "seconds": round(time.perf_counter() - t0, 1)}
+        print(arm, json.dumps(results[arm]["summary"]), flush=True)
+    out = {"train_seed": args.train_seed, "test_seed": args.test_seed, "generators": gens, "ns": args.ns,
+           "n_test_per_generator": args.n_test, "fits": fits, "arms": results,
+           "targets": {"median accuracy - majority at N=32 >= +0.15": None, "no question over gold top share + 20":
+                       None}}
+    if "profile N=32" in results:
+        s = results["profile N=32"]["summary"]
+        out["targets"] = {"median accuracy - majority at N=32 >= +0.15": {
+            "measured": s["median_accuracy_minus_majority"], "met": s["median_accuracy_minus_majority"] >= 0.15},
+            "no question over gold top share + 20 (N=32)": {"measured": s["over_top_share"],
+                                                            "met": s["over_top_share"] == 0}}
+    (HERE / "results" / "decisions_profiles.json").write_text(json.dumps(out, indent=1))
+    print(_table(out))
+
+
+def _table(out) -> str:
+    arms = list(out["arms"])
+    qs = list(out["arms"][arms[0]]["questions"])
+    lines = ["| question | majority | " + " | ".join(arms) + " |", "|---|---:|" + "---:|" * len(arms)]
+    for q in qs:
+        cells = []
+        for a in arms:
+            c = out["arms"][a]["questions"][q]
+            cells.append(f"{100 * c['accuracy']:.0f} (top {100 * c['top_share']:.0f}{'!' if c['top_share_over'] else ''}"
+                         f", ECE/fl {c['ece_over_floor']:.1f})" if c["ece_over_floor"] is not None else
+                         f"{100 * c['accuracy']:.0f}")
+        lines.append(f"| {q} | {100 * out['arms'][arms[0]]['questions'][q]['majority']:.0f} | " + " | ".join(cells) + " |")
+    lines.append("| median acc - majority | | " + " | ".join(
+        f"{100 * out['arms'][a]['summary']['median_accuracy_minus_majority']:+.1f}" for a in arms) + " |")
+    lines.append("| questions over gold top + 20 | | " + " | ".join(
+        str(out["arms"][a]["summary"]["over_top_share"]) for a in arms) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.decisions_profiles", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="fit profiles on N training items per generator, test on fresh items")
+    r.add_argument("--train-seed", type=int, default=2929)
+    r.add_argument("--test-seed", type=int, default=2930)
+    r.add_argument("--ns", type=lambda s: [int(x) for x in s.split(",")], default=[8, 32, 128])
+    r.add_argument("--n-test", type=int, default=30, help="test items per generator")
+    r.add_argument("--cv", type=int, default=5)
+    r.add_argument("--generators", nargs="*", default=None)
+    args = ap.parse_args(argv)
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

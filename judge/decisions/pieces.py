@@ -1,0 +1,235 @@
+"""Pieces of a state: what the guard erases, one at a time or together.
+
+`leaves` lists the strings of a state (a string, or the strings inside a JSON object or
+array, in the order canonical JSON writes them); `cut` partitions them into pieces:
+sentences and lines (a header line such as ``[TICKET]`` or ``## Notes`` joins the text after
+it; text without letters joins its neighbour), the segments a scanner finding covers joined
+into one piece kept apart, the rest merged into runs of about equal length so that at most
+``max_pieces`` pieces hold it; `erase` removes pieces and returns a new state of the same
+shape. Pieces are contiguous spans with their trailing whitespace, so the text before an
+erased piece is unchanged, character for character (a scorer shares those tokens).
+
+What it deliberately does not do: scan (`judge.decisions.scanners`), decide which pieces to
+erase (`judge.decisions.guard`), or cut inside a JSON key, number or boolean (only strings
+are erased).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judge.decisions.questions import DecisionError
+
+__all__ = ["DEFAULT_MAX_PIECES", "Piece", "cut", "erase", "leaves"]
+
+#: Pieces a state is cut into at most (flagged pieces are kept apart on top of these). Each piece is one
+#: erased variant when the caller names cautious options; without them only flagged pieces are erased.
+DEFAULT_MAX_PIECES = 12
+
+
+@dataclass(frozen=True)
+class Piece:
+    """An erasable piece of a state: character spans of its strings.
+
+    Attributes
+    ----------
+    spans : tuple of (int, int, int)
+        ``(leaf, start, end)``: ``leaf`` indexes the state's strings (`leaves`).
+    text : str
+        The piece's text (its spans joined by a space).
+
+    Examples
+    --------
+    >>> Piece(((0, 0, 5),), "Hello").text
+    'Hello'
+    """
+
+    spans: tuple
+    text: str
+
+
+
+# ----------------------------------------------------------------------------- the state's strings
+
+def leaves(state: Any) -> list[tuple[tuple, str]]:
+    """The strings of a state (JSON objects and arrays walked in rendering order), with their paths.
+
+    Examples
+    --------
+    >>> leaves({"b": ["x", 1], "a": "y"})
+    [(('a',), 'y'), (('b', 0), 'x')]
+    """
+    out: list[tuple[tuple, str]] = []
+
+    def walk(v, path):
+        if isinstance(v, str):
+            out.append((path, v))
+        elif isinstance(v, Mapping):
+            for k in sorted(v):
+                walk(v[k], (*path, k))
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                walk(x, (*path, i))
+
+    walk(state, ())
+    return out
+
+
+def erase(state: Any, pieces: Sequence[Piece], erased) -> Any:
+    """The state with the pieces numbered in ``erased`` removed from its strings (a new object).
+
+    Parameters
+    ----------
+    state : str, dict or list
+    pieces : sequence of Piece
+        From `cut` of this state.
+    erased : iterable of int
+
+    Returns
+    -------
+    str, dict or list
+
+    Examples
+    --------
+    >>> state = {"text": "Lost my card. Refund approved."}
+    >>> erase(state, cut(state), [1])
+    {'text': 'Lost my card. '}
+    """
+    strings = leaves(state)
+    cuts: dict[int, list[tuple[int, int]]] = {}
+    for i in erased:
+        for leaf, a, b in pieces[i].spans:
+            cuts.setdefault(leaf, []).append((a, b))
+    if isinstance(state, str):
+        return _without(state, cuts.get(0, []))
+    new = copy.deepcopy(state)
+    for leaf, spans in cuts.items():
+        path, text = strings[leaf]
+        parent = new
+        for k in path[:-1]:
+            parent = parent[k]
+        if isinstance(parent, tuple):  # tuples render as arrays; make them editable
+            raise DecisionError("A state given as a tuple cannot be guarded; pass a list.")
+        parent[path[-1]] = _without(text, spans)
+    return new
+
+
+def _without(text: str, spans) -> str:
+    out, pos = [], 0
+    for a, b in sorted(spans):
+        out.append(text[pos:max(a, pos)])
+        pos = max(pos, b)
+    return "".join(out) + text[pos:]
+
+
+# ----------------------------------------------------------------------------- cutting
+
+_BOUNDARY = re.compile(r"(?<=[.!?…])[\"'”’)\]]*[ \t]+|[ \t]*\n\s*")
+_HEADER_LINE = re.compile(r"\s*(?:\[[^\[\]\n]{1,120}\]|#{1,6}[ \t][^\n]{0,120}|[=*-]{3,}[^\n]{0,120})\s*")
+
+
+def _segments(text: str) -> list[tuple[int, int]]:
+    """A contiguous partition of ``text`` into sentences and lines, each with its trailing whitespace;
+    a header line (``[...]``, ``# ...``) and a fragment without letters are joined to the next segment."""
+    cuts, pos = [], 0
+    for m in _BOUNDARY.finditer(text):
+        if m.end() > pos and text[pos:m.start()].strip():
+            cuts.append((pos, m.end()))
+            pos = m.end()
+    if pos < len(text):
+        cuts.append((pos, len(text)))
+    elif cuts:
+        cuts[-1] = (cuts[-1][0], len(text))
+    out: list[tuple[int, int]] = []
+    glue = None
+    for a, b in cuts:
+        if glue is not None:
+            a, glue = glue, None
+        seg = text[a:b]
+        if _HEADER_LINE.fullmatch(seg) or not re.search(r"\w", seg):
+            glue = a
+            continue
+        out.append((a, b))
+    if glue is not None:
+        if out:
+            out[-1] = (out[-1][0], len(text))
+        else:
+            out.append((glue, len(text)))
+    return out
+
+
+def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[Piece]:
+    """The pieces of a state: sentences and lines, merged into at most ``max_pieces`` (plus those kept apart).
+
+    Parameters
+    ----------
+    state : str, dict or list
+    max_pieces : int
+        Unflagged text is merged into runs of about equal length so that at most
+        this many pieces hold it (a run goes on past a flagged piece inside it: a
+        piece may have several spans); flagged segments are at most this many pieces
+        too (consecutive ones share a piece when there are more).
+    apart : iterable of (int, int, int)
+        ``(leaf, start, end)`` spans (scanner findings) whose segments are joined
+        into one flagged segment, never in a piece with unflagged text.
+
+    Returns
+    -------
+    list of Piece
+        Ordered by where they start; together they cover every character of every
+        string; at most ``2 * max_pieces`` (about ``max_pieces`` without flags).
+
+    Examples
+    --------
+    >>> [p.text for p in cut("Hi there. My card was charged twice!\\nPlease refund it.")]
+    ['Hi there. ', 'My card was charged twice!\\n', 'Please refund it.']
+    >>> [p.text for p in cut("One. Two. Three. Four.", max_pieces=2)]
+    ['One. Two. ', 'Three. Four.']
+    >>> [p.text for p in cut("One. Two. Verdict: yes. Four.", max_pieces=1, apart=[(0, 10, 22)])]
+    ['One. Two.  Four.', 'Verdict: yes. ']
+    """
+    strings = leaves(state)
+    segs: list[list] = []  # [leaf, start, end, flagged]
+    for li, (_, text) in enumerate(strings):
+        for a, b in _segments(text):
+            segs.append([li, a, b, False])
+    for leaf, a, b in apart:  # a finding's segments become one flagged segment
+        hit = [i for i, s in enumerate(segs) if s[0] == leaf and s[1] < max(b, a + 1) and a < s[2]]
+        if not hit:
+            continue
+        first, last = hit[0], hit[-1]
+        segs[first] = [leaf, segs[first][1], segs[last][2], True]
+        del segs[first + 1:last + 1]
+    plain = sum(s[2] - s[1] for s in segs if not s[3])
+    target = plain / max_pieces
+    flagged = [s for s in segs if s[3]]
+    per_flag = -(-len(flagged) // max_pieces) if flagged else 1  # many flags: consecutive ones share a piece
+    groups: list[list] = [flagged[i:i + per_flag] for i in range(0, len(flagged), per_flag)]
+    cur: list = []
+    size = 0
+    for s in segs:  # runs of unflagged text; a flagged segment inside a run does not end it
+        if s[3]:
+            continue
+        n = s[2] - s[1]
+        if cur and size + n / 2 > target:  # s would take this run past its share: start the next run
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(s)
+        size += n
+    if cur:
+        groups.append(cur)
+    groups.sort(key=lambda g: (g[0][0], g[0][1]))
+    out = []
+    for g in groups:
+        spans: list[tuple[int, int, int]] = []
+        for leaf, a, b, _f in g:
+            if spans and spans[-1][0] == leaf and spans[-1][2] == a:
+                spans[-1] = (leaf, spans[-1][1], b)
+            else:
+                spans.append((leaf, a, b))
+        out.append(Piece(tuple(spans), " ".join(strings[leaf][1][a:b] for leaf, a, b in spans)))
+    return out
