@@ -765,3 +765,30 @@ def test_choose_bias_l2_with_none_scores_temperature_alone(planted, want_none):
     assert got["nll_none"] == pytest.approx(none / n, rel=1e-7)
     assert (got["l2"] is None) == want_none == (got["nll_none"] <= min(got["nll"]))
     assert choose_bias_l2(s, y, "batch", grid=(0.1, 1.0))["nll_none"] is None  # not asked: not scored
+
+
+def test_choose_bias_l2_fits_the_batch_prior_on_each_training_fold_only():
+    """``prior="batch"``: each fold's prior is the batch prior of its training rows (recomputed here on the
+    same seeded folds), never of every row: a prior from all rows would let the held-out texts' scores into
+    the calibration they are then scored by, and the choice the README reports as out-of-fold would not be."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from judge.calibration.bias import batch_bias
+    from judge.calibration.state import Calibration, choose_bias_l2
+
+    rng = np.random.default_rng(7)
+    n, k = 200, 4
+    y = rng.integers(0, k, n)
+    s = log_softmax(rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y] + [1.5, 0.0, -0.5, 0.0], axis=1)
+    s[:40] += [0.0, 2.0, 0.0, 0.0]  # the rows differ in their drift: each fold's prior is its own
+    grid = (0.1, 1.0, 1e4)
+    got = choose_bias_l2(s, y, "batch", grid=grid, folds=5, seed=0)
+    fold_prior, all_rows = dict.fromkeys(grid, 0.0), dict.fromkeys(grid, 0.0)
+    for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(s, y):
+        for prior, out in ((batch_bias(s[tr]), fold_prior), (batch_bias(s), all_rows)):
+            for g in grid:
+                p = Calibration.fit(tuple(range(k)), s[tr], y[tr], bias=prior, fit_bias=g).transform(s[te])
+                out[g] -= np.log(p[np.arange(len(te)), y[te]]).sum() / n
+    assert dict(zip(got["grid"], got["nll"])) == pytest.approx(fold_prior, rel=1e-7)
+    assert abs(all_rows[1e4] - fold_prior[1e4]) > 1e-4  # the leak would show: the check can fail
+    assert got["l2"] == min(grid, key=lambda g: (round(fold_prior[g], 10), -g))
