@@ -176,7 +176,7 @@ def test_the_context_limit_admits_what_the_engine_can_score(tiny_llama, limit_by
             _admit(adm, _systemone({"q": q}, state=state))
             admitted = True
         except ApiError as e:
-            assert e.status == 413 and what in str(e) and f"question 'q' needs" in str(e), e
+            assert e.status == 413 and what in str(e) and "question 'q' needs" in str(e), e
             admitted = False
         try:
             d.ask(state, _questions({"q": q}, state))
