@@ -376,6 +376,7 @@ def main(argv=None):
     if args.json and args.json.exists():
         results = json.loads(args.json.read_text()).get("modules", {})
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="judge-mutation-"))
+    failed = []
     try:
         for k in dict.fromkeys(keys):
             mod = MODULES[k]
@@ -386,17 +387,24 @@ def main(argv=None):
                 if k not in results:
                     ap.error(f"--rerun-survivors: {args.json} has no entry for {k}; run it once without the flag")
                 only = [r["name"] for r in results[k]["survivors"]]
-            new = run_module(args.repo.resolve(), k, mod, workdir=workdir, children=args.max_children,
-                             sample=args.sample, seed=args.seed, equivalent=equivalent, only=only,
-                             log=lambda s: print(s, flush=True))
+            try:
+                new = run_module(args.repo.resolve(), k, mod, workdir=workdir, children=args.max_children,
+                                 sample=args.sample, seed=args.seed, equivalent=equivalent, only=only,
+                                 log=lambda s: print(s, flush=True))
+            except RuntimeError as e:  # mutmut refused (e.g. a test that fails without any mutant): go on
+                print(e, flush=True)
+                failed.append(k)
+                continue
             results[k] = merge(results[k], new) if only is not None else new
             if args.json:
                 _write(args.json, results, args.repo.resolve())
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(table({k: results[k] for k in dict.fromkeys(keys)}))
-    return 0
+    print(table({k: results[k] for k in dict.fromkeys(keys) if k in results}))
+    if failed:
+        print(f"not run (mutmut failed, see above): {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 def _write(path: Path, results: dict, repo: Path) -> None:

@@ -222,7 +222,12 @@ def test_zstd_and_gzip_bodies(url):
         r = httpx.post(url + "/v1/systemone", content=data, timeout=60,
                        headers={"Content-Encoding": enc, "Content-Type": "application/json"})
         assert r.status_code == 200, r.text
-        assert r.json()["answers"] == plain
+        got = r.json()["answers"]["q"]
+        # the same answer within float rounding (a request that first fills the server's caches can differ from a
+        # later one in the last digits)
+        assert got["choice"] == plain["q"]["choice"] and list(got["probabilities"]) == list(plain["q"]["probabilities"])
+        assert list(got["probabilities"].values()) == pytest.approx(list(plain["q"]["probabilities"].values()),
+                                                                   abs=1e-6)
     r = httpx.post(url + "/v1/systemone", content=b"\x28\xb5\x2f\xfd garbage", headers={"Content-Encoding": "zstd"})
     assert r.status_code == 400 and "not valid zstd data" in r.json()["detail"]["message"]
     r = httpx.post(url + "/v1/systemone", content=payload, headers={"Content-Encoding": "br"})
