@@ -94,7 +94,8 @@ def test_options_at_the_limit_are_admitted_one_more_is_413(decider, route):
     a = _admit(adm, req(7), route)
     assert len(a.questions["q" if route == "systemone" else "0"].names) == 7
     msg = _refused(adm, req(8), route)
-    assert "has 8 options, over this server's limit of 7 per question (max_options)" in msg
+    qid = "q" if route == "systemone" else "0"  # a decisions question is named by its position
+    assert f"question '{qid}' has 8 options, over this server's limit of 7 per question (max_options)" in msg
 
 
 def test_score_and_yes_no_questions_count_their_options(decider):
@@ -224,19 +225,82 @@ def test_a_request_for_another_model_or_out_of_contract_is_refused_before_pricin
     assert err.value.status == 404
     with pytest.raises(RequestValidationError) as bad:
         adm.admit(b'{"model": "jev-latest", "state": "x"', "application/json", "systemone")
-    e = bad.value.errors()[0]
-    assert e["type"] == "json_invalid" and e["loc"][0] == "body" and e["ctx"]["error"]
+    assert bad.value.errors() == [{"type": "json_invalid", "loc": ("body", 36), "msg": "JSON decode error",
+                                   "input": {}, "ctx": {"error": "Expecting ',' delimiter"}}]  # as FastAPI words it
     with pytest.raises(RequestValidationError) as bad:
         adm.admit(b'{"model": "jev-latest", "state": "\xff"}', "application/json", "systemone")
-    assert "not UTF-8" in bad.value.errors()[0]["ctx"]["error"]
+    assert bad.value.errors() == [{"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "input": {},
+                                   "ctx": {"error": "not UTF-8 (invalid start byte)"}}]
     with pytest.raises(RequestValidationError) as bad:
         adm.admit(_systemone({"q": {"type": "nope"}}), "application/json", "systemone")
     assert all(e["loc"][0] == "body" for e in bad.value.errors())
-    with pytest.raises(RequestValidationError):  # not JSON by its content type: validated as bytes, refused
-        adm.admit(_systemone({"q": NOUL}), "text/plain", "systemone")
+    for ctype in ("text/plain", "text/json", "application/x-www-form-urlencoded"):  # not JSON by its content type:
+        with pytest.raises(RequestValidationError):                                # validated as bytes, refused
+            adm.admit(_systemone({"q": NOUL}), ctype, "systemone")
 
 
 def test_a_json_subtype_is_parsed_as_json(decider):
     adm = _admission(decider)
     for ctype in ("application/json", "application/json; charset=utf-8", "application/problem+json"):
         assert list(adm.admit(_systemone({"q": NOUL}), ctype, "systemone")[1].questions) == ["q"], ctype
+
+
+def test_options_that_cannot_be_told_apart_are_invalid_with_the_decision_layers_reason(decider):
+    """A question the decision layer refuses while pricing is `Invalid` (422) with its message, on both routes
+    and through `price` directly."""
+    from judge.decisions import Choice
+    from judge.server.admission import Invalid
+
+    adm = _admission(decider)
+    why = r"Choice options cannot be told apart by what they mean: 'A', 'B' would all be scored as 'Billing'"
+    with pytest.raises(Invalid, match=why):
+        adm.admit(_systemone({"q": {"type": "choice", "instructions": "?", "criteria": {"A": "Billing",
+                                                                                    "B": "Billing"}}}),
+                  "application/json", "systemone")
+    with pytest.raises(Invalid, match=why):
+        adm.admit(_decisions([{"type": "choice", "instructions": "?", "choices": [
+            {"value": "A", "description": "Billing"}, {"value": "B", "description": "Billing"}]}]),
+            "application/json", "decisions")
+    with pytest.raises(Invalid, match=why):
+        adm.price("hi", {"q": Choice({"A": "Billing", "B": "Billing"}, instructions="?")})
+    with pytest.raises(Invalid, match="Question 'q' must be a Choice, YesNo or Score, got str"):
+        adm.price("hi", {"q": "Is it?"})
+
+
+def test_context_names_what_sets_it(tiny_llama):
+    model, tok = tiny_llama
+    model_ctx = "the model's 4096-token context (max_position_embeddings)"
+    assert _admission(Decider(model, tok, bias=None)).context() == (4096, model_ctx)
+    for t, want in ((4095, (4095, "the engine's max_batch_tokens (4095)")), (4096, (4096, model_ctx)),
+                    (4097, (4096, model_ctx))):  # the engine's T sets it only when it is the smaller
+        assert _admission(Decider(scorer=Engine(model, tok, max_batch_tokens=t), bias=None)).context() == want
+
+
+def test_long_texts_are_refused_after_counting_a_bounded_prefix(decider):
+    """A state or a question over 16k characters is counted in pieces cut at a space in each piece's second
+    half, and refused as soon as the count is clearly over the limit (the smaller of the state budget and the
+    model's context, named), without tokenizing the rest; the count it reports is a lower bound."""
+    encode = decider.scorer_.encode
+    word = "a" * 9999 + " "  # a space every 10,000 characters: the first piece is cut at 10,000, not 16,384
+    state = word * 6
+    for budget, limit, named in ((200, 200, "the 200-token budget (max_state_tokens)"),
+                                 (32768, 4096, "the model's 4096-token context (max_position_embeddings)")):
+        adm = _admission(decider, max_state_tokens=budget)
+        msg = _refused(adm, _systemone({"q": NOUL}, state=state))
+        m = __import__("re").search(r"the state is more than (\d+) tokens \(counted on its first (\d+) characters "
+                                    r"of 60000\), over (.*); shorten the state or split it over several requests\.$",
+                                    msg)
+        assert m, msg
+        n, first = int(m[1]), int(m[2])
+        pieces = (first + 1) // 10000
+        assert m[3] == named and (first + 1) % 10000 == 0 and first < 50000  # cut before a space, stopped early
+        whole = len(encode([(state[:first], True)]))
+        assert limit < n <= whole, (n, whole)  # over the limit, and no more than the prefix really holds
+        if pieces > 1:  # stopped at the first piece that went over: the pieces before it were not
+            assert len(encode([(state[:first - 10000], True)])) - (pieces - 1) <= limit
+    long_q = {"type": "noul", "instructions": "Is it " + "b" * 20000 + "?"}
+    msg = _refused(_admission(decider, max_state_tokens=300), _systemone({"q": long_q}))
+    assert msg.startswith("question 'q' is more than ") and "over the 300-token budget (max_state_tokens); " \
+        "shorten its instructions or descriptions." in msg
+    short = "word " * 3300  # 16,500 characters, about 3,300 tokens: counted in pieces, under both limits
+    assert _admit(_admission(decider), _systemone({"q": NOUL}, state=short)).n_state > 3300
