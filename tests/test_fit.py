@@ -419,3 +419,56 @@ def test_calibrate_cv_chooses_the_bias_or_none_and_auto_after_fit_follows_the_ta
     assert clf.calibrate(TEXTS, Y).calibration_.bias_method is None and clf.bias_ is None
     monkeypatch.setattr(state, "AUTO_BIAS_AFTER_FIT", {"lora": None})  # another kind: the zero-shot default
     assert clf.calibrate(TEXTS, Y).calibration_.bias_method == state.AUTO_BIAS
+
+
+def test_head_standardisation_statistics_by_hand():
+    """mean and scale are the training states' mean and standard deviation, floored at 1e-3 of the mean
+    standard deviation (a constant feature), whatever the units (here a few millionths)."""
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(2), 6)
+    H = rng.normal(size=(12, 4)) * 1e-6
+    H[:, 0] += 1e-6 * y
+    H[:, 3] = 5.0  # constant
+    head = fit_head(H, y, 2, l2=1.0)
+    sd = H.std(0)
+    np.testing.assert_allclose(head.mean, H.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(head.scale[:3], sd[:3], rtol=1e-12)
+    assert head.scale[3] == pytest.approx(1e-3 * sd.mean(), rel=1e-12)
+    assert (head.log_proba(None, H).argmax(1) == y).mean() > 0.8  # the tiny units are learned from
+
+
+def test_head_cross_validation_is_seeded_and_reports_every_fit():
+    rng = np.random.default_rng(6)
+    y = np.repeat(np.arange(3), 8)
+    H = rng.normal(size=(24, 5))
+    H[:, :3] += np.eye(3)[y]
+    a, b = (fit_head(H, y, 3, cv=3, grid=(0.1, 10.0), random_state=1).report["cv"] for _ in range(2))
+    assert a == b  # the same folds for the same random_state
+    c = fit_head(H, y, 3, cv=3, grid=(0.1, 10.0), random_state=2).report["cv"]
+    assert c["nll"] != a["nll"]  # other folds for another
+    seen = []
+    fit_head(H, y, 3, cv=3, grid=(0.1, 10.0), callback=lambda info: seen.append(info["l2"]))
+    assert {0.1, 10.0} <= set(seen)  # the callback hears the cross-validation's fits, not only the final one
+
+
+def test_head_without_scores_never_computes_them(pair):
+    clf = clf_of(pair)
+    d = answer_states(clf, TEXTS[:1]).shape[1]
+    head = LinearHead(np.zeros((3, d)), np.array([0.0, 1.0, 0.0]), None, np.zeros(d), np.ones(d), 1.0)
+    lp = head.decision_function(clf, TEXTS[:2], lambda texts: pytest.fail("zero-shot scores computed"))
+    np.testing.assert_allclose(np.exp(lp), np.tile(np.exp([0.0, 1.0, 0.0]) / np.exp([0.0, 1.0, 0.0]).sum(), (2, 1)))
+
+
+def test_head_checks_its_arrays_with_clear_messages():
+    from judge.adaptation.head import check_features
+
+    with pytest.raises(ValueError, match=r"^scores has shape \(2, 4\), expected \(2, 3\): one row per text\.$"):
+        check_features("scores", np.zeros((2, 4)), 2, 3)
+    with pytest.raises(ValueError, match=r"^states has shape \(3, 4\), expected \(2, d\): one row per text\.$"):
+        check_features("states", np.zeros((3, 4)), 2)
+    with pytest.raises(ValueError, match=r"^head arrays hold NaN or infinite values; fit again\.$"):
+        LinearHead(np.full((2, 1), np.nan), np.zeros(2), 1.0, np.zeros(1), np.ones(1), 1.0)
+    with pytest.raises(ValueError, match=r"^head scale must be > 0 everywhere; fit again\.$"):
+        LinearHead(np.zeros((2, 1)), np.zeros(2), 1.0, np.zeros(1), np.zeros(1), 1.0)
+    with pytest.raises(ValueError, match=r"^head offset_scale must be a finite number >= 0 or None, got -1\.0\.$"):
+        LinearHead(np.zeros((2, 1)), np.zeros(2), -1.0, np.zeros(1), np.ones(1), 1.0)
