@@ -792,3 +792,76 @@ def test_choose_bias_l2_fits_the_batch_prior_on_each_training_fold_only():
     assert dict(zip(got["grid"], got["nll"])) == pytest.approx(fold_prior, rel=1e-7)
     assert abs(all_rows[1e4] - fold_prior[1e4]) > 1e-4  # the leak would show: the check can fail
     assert got["l2"] == min(grid, key=lambda g: (round(fold_prior[g], 10), -g))
+
+
+def test_choose_bias_l2_breaks_ties_for_no_bias_then_the_strongest_penalty(monkeypatch):
+    """Every candidate with the same out-of-fold NLL: no bias wins (with_none), else the strongest L2."""
+    import judge.calibration.metrics as metrics
+    from judge.calibration.state import choose_bias_l2
+
+    monkeypatch.setattr(metrics, "negative_log_likelihood", lambda y, p: 0.5)
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 10)
+    s = log_softmax(rng.normal(size=(30, 3)), axis=1)
+    assert choose_bias_l2(s, y, "batch", grid=(0.1, 10.0, 1.0), with_none=True)["l2"] is None
+    got = choose_bias_l2(s, y, "batch", grid=(0.1, 10.0, 1.0))
+    assert got["l2"] == 10.0 and got["grid"] == [10.0, 1.0, 0.1] and got["nll"] == [0.5] * 3
+
+
+@pytest.mark.parametrize("per_class, stratified", [(5, True), (4, False)])
+def test_choose_bias_l2_folds_are_stratified_when_every_class_fills_them(per_class, stratified):
+    """Five folds: stratified when every class has at least five rows (exactly five here), plain seeded shuffled
+    folds when one has fewer; recomputed on those folds."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    from judge.calibration.state import Calibration, choose_bias_l2
+
+    rng = np.random.default_rng(11)
+    y = np.concatenate([np.repeat([0, 1], 12), np.full(per_class, 2)])
+    s = log_softmax(rng.normal(size=(len(y), 3)) + 1.5 * np.eye(3)[y], axis=1)
+    split = (StratifiedKFold(5, shuffle=True, random_state=3).split(s, y) if stratified
+             else KFold(5, shuffle=True, random_state=3).split(s))
+    nll = 0.0
+    for tr, te in split:
+        p = Calibration.fit(tuple(range(3)), s[tr], y[tr], fit_bias=1.0).transform(s[te])
+        nll -= np.log(p[np.arange(len(te)), y[te]]).sum() / len(y)
+    assert choose_bias_l2(s, y, None, grid=(1.0,), folds=5, seed=3)["nll"] == [pytest.approx(nll, rel=1e-7)]
+
+
+def test_calibration_fit_reads_scores_and_bias_as_float64():
+    from judge.calibration.state import Calibration
+
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 40)
+    s = log_softmax(rng.normal(size=(40, 3)) * 3 + np.eye(3)[y], axis=1)
+    b = np.array([0.3, -0.1, 0.0])
+    want = Calibration.fit(tuple("abc"), s, y, bias=b, fit_bias=1.0)
+    s32, b32 = s.astype(np.float32), b.astype(np.float32)
+    got = Calibration.fit(tuple("abc"), s32, y, bias=b32, fit_bias=1.0)
+    np.testing.assert_allclose(got.bias, Calibration.fit(tuple("abc"), s32.astype(np.float64), y,
+                                                         bias=b32.astype(np.float64), fit_bias=1.0).bias, rtol=0,
+                               atol=0)
+    assert got.bias.dtype == np.float64 and got.proba.dtype == np.float64
+    np.testing.assert_allclose(got.proba, want.proba, atol=1e-5)
+    t = Calibration.fit(tuple("abc"), s32, y)
+    assert t.temperature == Calibration.fit(tuple("abc"), s32.astype(np.float64), y).temperature
+    assert Calibration.fit(tuple("abc"), s, y, bias=b32).bias.dtype == np.float64  # as documented
+
+
+@pytest.mark.parametrize("name, value, ok", [("coverage", 1.0, True), ("target_accuracy", 1.0, False),
+                                             ("confidence", 1.0, False), ("coverage", 1.5, False),
+                                             ("target_accuracy", 0.0, False), ("target_accuracy", 0.99, True)])
+def test_calibrate_args_bounds_and_messages(name, value, ok):
+    """coverage may be 1 (keep every row); an accuracy target or a confidence of 1 cannot be met: refused,
+    with the interval named."""
+    from judge.calibration.state import check_calibrate_args
+
+    kw = {"target_accuracy": None, "coverage": None, "confidence": 0.95, name: value}
+    call = lambda: check_calibrate_args(2, np.array([0, 1]), 2, bias="auto", bias_l2=1.0, temperature=True,  # noqa: E731
+                                        scores=None, **kw)
+    if ok:
+        assert call() is None
+    else:
+        span = r"\(0, 1\]" if name == "coverage" else r"\(0, 1\)"
+        with pytest.raises(ValueError, match=rf"^{name} must be a number in {span}, got {value!r}\.$"):
+            call()
