@@ -865,3 +865,18 @@ def test_calibrate_args_bounds_and_messages(name, value, ok):
         span = r"\(0, 1\]" if name == "coverage" else r"\(0, 1\)"
         with pytest.raises(ValueError, match=rf"^{name} must be a number in {span}, got {value!r}\.$"):
             call()
+
+
+def test_calibration_fit_threshold_uses_the_given_confidence():
+    from judge.calibration.abstention import select_threshold
+    from judge.calibration.state import Calibration
+
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 3, 300)
+    s = log_softmax(rng.normal(size=(300, 3)) * 2 + 3.0 * np.eye(3)[y], axis=1)
+    got = {}
+    for conf in (0.5, 0.99):
+        cal = Calibration.fit(tuple("abc"), s, y, target_accuracy=0.8, confidence=conf)
+        assert cal.threshold == select_threshold(y, cal.proba, target_accuracy=0.8, confidence=conf)
+        got[conf] = cal.threshold
+    assert got[0.5] < got[0.99]  # more confidence in the bound: a stricter threshold
