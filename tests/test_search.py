@@ -100,7 +100,7 @@ def test_certified_search_equals_full_exact(smollm2, arch, seed, k, family, T, b
 
 
 @pytest.mark.slow
-@settings(max_examples=24, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(arch=st.sampled_from(["llama", "mistral", "gemma3"]), seed=st.integers(0, 2),
        k=st.sampled_from([2, 7, 30, 300, 1000, 3000]), family=st.sampled_from(["tools", "phrases", "icd"]),
        T=st.sampled_from([0.2, 0.3, 0.7, 1.0, 1.6, 2.5, 4.0]), bias_scale=st.sampled_from([0.0, 0.5, 2.0, 8.0, 16.0]),
