@@ -880,3 +880,34 @@ def test_calibration_fit_threshold_uses_the_given_confidence():
         assert cal.threshold == select_threshold(y, cal.proba, target_accuracy=0.8, confidence=conf)
         got[conf] = cal.threshold
     assert got[0.5] < got[0.99]  # more confidence in the bound: a stricter threshold
+
+
+def test_calibration_report_values_and_validation_bounds():
+    """The report's numbers, recomputed; a threshold may be just above 1 (what select_threshold returns when no
+    threshold passes) but not beyond the float tolerance; a label index of K is refused."""
+    from judge.calibration.metrics import expected_calibration_error, negative_log_likelihood
+    from judge.calibration.state import Calibration
+
+    rng = np.random.default_rng(9)
+    y = rng.integers(0, 3, 80)
+    s = log_softmax(rng.normal(size=(80, 3)) * 2 + np.eye(3)[y] + [1.0, 0.0, 0.0], axis=1)
+    cal = Calibration.fit(tuple("abc"), s, y, bias=np.array([0.5, 0.0, -0.5]), bias_method="contextual",
+                          coverage=0.5)
+    raw = softmax(s, axis=1)
+    assert {k: cal.report[k] for k in ("n", "bias", "bias_l2", "temperature", "threshold")} == {
+        "n": 80, "bias": "contextual", "bias_l2": None, "temperature": cal.temperature, "threshold": cal.threshold}
+    assert set(cal.report) == {"n", "bias", "bias_l2", "temperature", "threshold", "accuracy_raw", "accuracy",
+                               "ece_raw", "ece", "nll_raw", "nll"}
+    assert {k: v for k, v in cal.report.items() if k not in ("n", "bias", "bias_l2", "temperature", "threshold")} \
+        == pytest.approx({
+        "accuracy_raw": float((raw.argmax(1) == y).mean()), "accuracy": float((cal.proba.argmax(1) == y).mean()),
+        "ece_raw": expected_calibration_error(y, raw), "ece": expected_calibration_error(y, cal.proba),
+        "nll_raw": negative_log_likelihood(y, raw), "nll": negative_log_likelihood(y, cal.proba)}, rel=1e-12)
+    assert cal.report["accuracy"] != cal.report["accuracy_raw"] or cal.report["ece"] != cal.report["ece_raw"]
+    p, yy = np.full((2, 2), 0.5), np.array([0, 1])
+    Calibration(("a", "b"), None, None, float(np.nextafter(1.0, np.inf)), p, yy)  # abstain on every row
+    Calibration(("a", "b"), None, None, 1.0 + 1e-9, p, yy)
+    with pytest.raises(ValueError, match=r"threshold must be a probability in \[0, 1\], got 1\.00001"):
+        Calibration(("a", "b"), None, None, 1.00001, p, yy)
+    with pytest.raises(ValueError, match=r"^calibration y holds label indices outside \[0, 2\)\.$"):
+        Calibration(("a", "b"), None, None, None, p, np.array([0, 2]))
