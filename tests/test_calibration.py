@@ -911,3 +911,20 @@ def test_calibration_report_values_and_validation_bounds():
         Calibration(("a", "b"), None, None, 1.00001, p, yy)
     with pytest.raises(ValueError, match=r"^calibration y holds label indices outside \[0, 2\)\.$"):
         Calibration(("a", "b"), None, None, None, p, np.array([0, 2]))
+
+
+def test_prior_bias_contextual_comes_from_the_content_free_scores_and_transform_reads_float64():
+    from judge.calibration.bias import batch_bias, contextual_bias
+    from judge.calibration.state import Calibration, prior_bias
+
+    rng = np.random.default_rng(12)
+    s = log_softmax(rng.normal(size=(20, 3)), axis=1)
+    cf = log_softmax(rng.normal(size=(2, 3)) + [2.0, 0.0, 0.0], axis=1)
+    np.testing.assert_array_equal(prior_bias("contextual", s, cf), contextual_bias(cf))
+    np.testing.assert_array_equal(prior_bias("batch", s, cf), batch_bias(s))
+    assert prior_bias(None, s, cf) is None
+    cal = Calibration(tuple("abc"), None, 1.7, None, np.full((1, 3), 1 / 3), np.array([0]))
+    s32 = (s * 10).astype(np.float32)
+    np.testing.assert_allclose(cal.transform(s32), cal.transform(s32.astype(np.float64)), rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match=r"^calibration proba holds NaN or infinite values; refit with calibrate\(\)\.$"):
+        Calibration(tuple("ab"), None, None, None, np.array([[np.nan, 1.0]]), np.array([0]))
