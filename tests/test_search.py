@@ -220,3 +220,53 @@ def test_option_trie():
     assert not OptionTrie([[1], [1, 2]]).prefix_free
     with pytest.raises(ValueError, match="Option 1 has no tokens"):
         OptionTrie([[1], []])
+
+
+def test_search_settings_change_the_work_not_the_answer(tiny_llama):
+    """Whole small subtrees fed at once, few or many nodes per round, small batches: the same certified argmax
+    and exact scores; fewer nodes per round take more rounds; subtrees fed whole feed more tokens."""
+    model, tok = tiny_llama
+    eng = Engine(model, tok)
+    labels = tool_names(120, 4)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    items = [Item(eng.encode([("Text: ", False), (t, True), ("\nLabel:", False)]), seqs) for t in TEXTS[:3]]
+    trie = OptionTrie(seqs)
+    bias = np.random.default_rng(4).normal(0, 3.0, len(labels))
+    full = (_full_scores(eng, items) - bias) / 0.5
+    base = eng.search(items, trie, bias=bias, temperature=0.5)
+    np.testing.assert_array_equal(base.best, full.argmax(1))
+    for kw in ({"subtree": 4}, {"per_round": 2}, {"per_round": 64}, {"batch_size": 1}):
+        r = eng.search(items, trie, bias=bias, temperature=0.5, **kw)
+        assert r.certified.all(), kw
+        np.testing.assert_array_equal(r.best, base.best)
+        np.testing.assert_allclose(r.best_score, base.best_score, atol=1e-5)
+        if kw == {"per_round": 2}:
+            assert (r.rounds > base.rounds).all() and (r.fed - r.fed.min() >= 0).all()
+        if kw == {"subtree": 4}:
+            assert r.fed.sum() >= base.fed.sum()
+        if kw == {"batch_size": 1}:
+            np.testing.assert_array_equal(r.fed, base.fed)
+            np.testing.assert_array_equal(r.rounds, base.rounds)
+
+
+def test_search_refuses_bad_settings_with_the_value_given(tiny_llama):
+    model, tok = tiny_llama
+    eng = Engine(model, tok)
+    seqs = eng.option_ids("Label:", [" yes", " no", " maybe"])
+    items = [Item(eng.encode([("Text: hi\nLabel:", False)]), seqs)]
+    trie = OptionTrie(seqs)
+    for kw, msg in (({"mode": "best"}, r"^mode must be 'argmax' or 'tolerance', got 'best'\.$"),
+                    ({"mode": "tolerance", "eps": 1.0}, r"^eps must be in \[0, 1\) for mode='tolerance', got 1\.0\.$"),
+                    ({"mode": "tolerance", "eps": -0.1}, r"got -0\.1\.$"),
+                    ({"budget": 0}, r"^budget must be a positive number of tokens or None, got 0\.$"),
+                    ({"budget": 2.5}, r"got 2\.5\.$"),
+                    ({"per_round": 0}, r"^per_round must be >= 1, got 0\.$"),
+                    ({"bias": np.zeros(2)}, r"^bias must have one value per option \(3\), got shape \(2,\)\.$"),
+                    ({"temperature": 0.0}, r"^temperature must be a positive finite number, got 0\.0\.$"),
+                    ({"temperature": np.inf}, r"got inf\.$")):
+        with pytest.raises(ValueError, match=msg):
+            eng.search(items, trie, **kw)
+    with pytest.raises(ValueError, match=r"^search needs a prefix-free option set"):
+        eng.search(items, OptionTrie([[1], [1, 2]]))
+    r = eng.search(items, trie, mode="tolerance", eps=0.0)  # eps = 0: every label completed, exact
+    assert r.certified.all() and np.isfinite(r.dense(3)).all() and (r.gap == 0).all()
