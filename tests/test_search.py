@@ -73,6 +73,7 @@ def _check_search_equals_full_exact(smollm2, arch, seed, k, family, T, bias_scal
     seen = np.isfinite(got)
     np.testing.assert_allclose(got[seen], full[seen], atol=1e-4, rtol=0)  # every label it completed is exact
     assert ((res.fed > 0) & (res.rounds >= 1)).all()
+    assert res.best.dtype == res.fed.dtype == res.rounds.dtype == np.int64 and res.certified.dtype == bool  # as documented
     tol = eng.search(items, trie, bias=bias, temperature=T, mode="tolerance", eps=eps)
     p = softmax(np.nan_to_num((tol.dense(k) - (0.0 if bias is None else bias)) / T, nan=-np.inf))
     tv = 0.5 * np.abs(p - softmax(cal)).sum(1)
