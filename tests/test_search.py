@@ -79,6 +79,10 @@ def _check_search_equals_full_exact(smollm2, arch, seed, k, family, T, bias_scal
     tv = 0.5 * np.abs(p - softmax(cal)).sum(1)
     assert tol.certified.all() and (tv <= eps + 1e-9).all(), tv
     assert (tol.gap <= eps + 1e-12).all()  # the reported open-mass ratio is the one the stopping rule met
+    mass = np.exp(cal - cal.max(1, keepdims=True))
+    done = np.isfinite(tol.dense(k))
+    unfound = np.where(done, 0.0, mass).sum(1) / np.where(done, mass, 0.0).sum(1)
+    assert (unfound <= tol.gap * (1 + 1e-9) + 1e-12).all(), (unfound, tol.gap)  # and it bounds what is left out
     return res
 
 
