@@ -274,6 +274,8 @@ def test_search_refuses_bad_settings_with_the_value_given(tiny_llama):
             eng.search(items, trie, **kw)
     with pytest.raises(ValueError, match=r"^search needs a prefix-free option set"):
         eng.search(items, OptionTrie([[1], [1, 2]]))
+    with pytest.raises(ValueError, match=r"^A prompt needs at least one token\.$"):
+        eng.search([Item([], seqs)], trie)
     r = eng.search(items, trie, mode="tolerance", eps=0.0)  # eps = 0: every label completed, exact
     assert r.certified.all() and np.isfinite(r.dense(3)).all() and (r.gap == 0).all()
 
@@ -292,3 +294,22 @@ def test_tolerance_gap_is_a_probability_bound_at_temperature_one(tiny_llama):
         r = eng.search(items, trie, mode="tolerance", **{"eps": 1e-3, **kw})
         found = np.nansum(np.exp(r.dense(len(labels))), axis=1)
         assert (found > 0).all() and (r.gap <= (1 - found) / found + 1e-9).all(), (kw, r.gap, (1 - found) / found)
+
+
+def test_a_cached_root_feeds_only_what_follows_it(tiny_llama):
+    """With a root cache (the prompt's shared head), the search feeds the prompt's tokens after it only, down
+    to the last one (which reads the first label token), and answers the same."""
+    model, tok = tiny_llama
+    eng = Engine(model, tok)
+    labels = tool_names(60, 5)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    ids = eng.encode([("Text: ", False), (TEXTS[1], True), ("\nLabel:", False)])
+    trie = OptionTrie(seqs)
+    alone = eng.search([Item(ids, seqs)], trie)
+    for cut in (len(ids) - 1, len(ids) - 3, 2):  # the root covers all but the last token, or less
+        r = eng.search([Item(ids, seqs)], trie, root=ids[:cut])
+        assert r.best[0] == alone.best[0] and r.certified[0]
+        np.testing.assert_allclose(r.best_score, alone.best_score, atol=1e-5)
+        assert r.fed[0] == alone.fed[0] - cut, (cut, r.fed, alone.fed)
+    whole = eng.search([Item(ids, seqs)], trie, root=ids)  # a root as long as the prompt: its last token is fed
+    assert whole.fed[0] == alone.fed[0] - (len(ids) - 1) and whole.best[0] == alone.best[0]
