@@ -313,3 +313,20 @@ def test_a_cached_root_feeds_only_what_follows_it(tiny_llama):
         assert r.fed[0] == alone.fed[0] - cut, (cut, r.fed, alone.fed)
     whole = eng.search([Item(ids, seqs)], trie, root=ids)  # a root as long as the prompt: its last token is fed
     assert whole.fed[0] == alone.fed[0] - (len(ids) - 1) and whole.best[0] == alone.best[0]
+
+
+def test_tolerance_masses_stay_in_float_range_under_a_huge_common_bias(tiny_llama):
+    """A bias of 800 on every label changes no probability, but exp((log p - 800) / T) underflows: the
+    tolerance mode keeps its masses relative to the first pass's best bound, so it answers as without it."""
+    model, tok = tiny_llama
+    eng = Engine(model, tok)
+    labels = tool_names(50, 7)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    items = [Item(eng.encode([("Text: ", False), (t, True), ("\nLabel:", False)]), seqs) for t in TEXTS[:2]]
+    trie = OptionTrie(seqs)
+    plain = eng.search(items, trie, mode="tolerance", eps=1e-2, temperature=0.5)
+    far = eng.search(items, trie, mode="tolerance", eps=1e-2, temperature=0.5, bias=np.full(len(labels), 800.0))
+    assert plain.certified.all() and far.certified.all()
+    np.testing.assert_array_equal(far.best, plain.best)
+    np.testing.assert_allclose(far.gap, plain.gap, rtol=1e-6)
+    np.testing.assert_array_equal(far.fed, plain.fed)
