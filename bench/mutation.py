@@ -271,7 +271,9 @@ def run_module(repo: Path, name: str, mod: Module, *, workdir: Path, children: i
 
 def merge(old: dict, new: dict) -> dict:
     """``old`` with the verdicts of the mutants ``new`` reran (its survivors), times added."""
-    by_name = {r["name"]: dict(r) for r in old["rows"]}
+    kept = {r["name"]: r for r in old["survivors"] + old.get("equivalent", [])}
+    by_name = {r["name"]: {**r, **{k: v for k, v in kept.get(r["name"], {}).items() if k in ("diff", "reason")}}
+               for r in old["rows"]}
     rows_new = {r["name"]: r for r in new["rows"]}
     diffs = {r["name"]: r for r in new["survivors"] + new["equivalent"]}
     for n, r in rows_new.items():
@@ -386,7 +388,17 @@ def main(argv=None):
             if args.rerun_survivors:
                 if k not in results:
                     ap.error(f"--rerun-survivors: {args.json} has no entry for {k}; run it once without the flag")
-                only = [r["name"] for r in results[k]["survivors"]]
+                listed = equivalent.get(k, {})
+                # a survivor listed as equivalent (its changed lines as listed) is not run again
+                same = {r["name"] for r in results[k]["survivors"] if r["name"] in listed
+                        and changed_lines(r.get("diff", "")) == (listed[r["name"]]["old"], listed[r["name"]]["new"])}
+                only = [r["name"] for r in results[k]["survivors"] if r["name"] not in same]
+                for r in results[k]["survivors"]:
+                    if r["name"] in same:
+                        r["status"], r["reason"] = "equivalent", listed[r["name"]]["reason"]
+                for r in results[k]["rows"]:
+                    if r["name"] in same:
+                        r["status"] = "equivalent"
             try:
                 new = run_module(args.repo.resolve(), k, mod, workdir=workdir, children=args.max_children,
                                  sample=args.sample, seed=args.seed, equivalent=equivalent, only=only,
