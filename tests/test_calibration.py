@@ -766,3 +766,166 @@ def test_choose_bias_l2_with_none_scores_temperature_alone(planted, want_none):
     assert got["nll_none"] == pytest.approx(none / n, rel=1e-7)
     assert (got["l2"] is None) == want_none == (got["nll_none"] <= min(got["nll"]))
     assert choose_bias_l2(s, y, "batch", grid=(0.1, 1.0))["nll_none"] is None  # not asked: not scored
+
+
+def test_choose_bias_l2_fits_the_batch_prior_on_each_training_fold_only():
+    """``prior="batch"``: each fold's prior is the batch prior of its training rows (recomputed here on the
+    same seeded folds), never of every row: a prior from all rows would let the held-out texts' scores into
+    the calibration they are then scored by, and the choice the README reports as out-of-fold would not be."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from judge.calibration.bias import batch_bias
+    from judge.calibration.state import Calibration, choose_bias_l2
+
+    rng = np.random.default_rng(7)
+    n, k = 200, 4
+    y = rng.integers(0, k, n)
+    s = log_softmax(rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y] + [1.5, 0.0, -0.5, 0.0], axis=1)
+    s[:40] += [0.0, 2.0, 0.0, 0.0]  # the rows differ in their drift: each fold's prior is its own
+    grid = (0.1, 1.0, 1e4)
+    got = choose_bias_l2(s, y, "batch", grid=grid, folds=5, seed=0)
+    fold_prior, all_rows = dict.fromkeys(grid, 0.0), dict.fromkeys(grid, 0.0)
+    for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(s, y):
+        for prior, out in ((batch_bias(s[tr]), fold_prior), (batch_bias(s), all_rows)):
+            for g in grid:
+                p = Calibration.fit(tuple(range(k)), s[tr], y[tr], bias=prior, fit_bias=g).transform(s[te])
+                out[g] -= np.log(p[np.arange(len(te)), y[te]]).sum() / n
+    assert dict(zip(got["grid"], got["nll"])) == pytest.approx(fold_prior, rel=1e-7)
+    assert abs(all_rows[1e4] - fold_prior[1e4]) > 1e-4  # the leak would show: the check can fail
+    assert got["l2"] == min(grid, key=lambda g: (round(fold_prior[g], 10), -g))
+
+
+def test_choose_bias_l2_breaks_ties_for_no_bias_then_the_strongest_penalty(monkeypatch):
+    """Every candidate with the same out-of-fold NLL: no bias wins (with_none), else the strongest L2."""
+    import judge.calibration.metrics as metrics
+    from judge.calibration.state import choose_bias_l2
+
+    monkeypatch.setattr(metrics, "negative_log_likelihood", lambda y, p: 0.5)
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 10)
+    s = log_softmax(rng.normal(size=(30, 3)), axis=1)
+    assert choose_bias_l2(s, y, "batch", grid=(0.1, 10.0, 1.0), with_none=True)["l2"] is None
+    got = choose_bias_l2(s, y, "batch", grid=(0.1, 10.0, 1.0))
+    assert got["l2"] == 10.0 and got["grid"] == [10.0, 1.0, 0.1] and got["nll"] == [0.5] * 3
+
+
+@pytest.mark.parametrize("per_class, stratified", [(5, True), (4, False)])
+def test_choose_bias_l2_folds_are_stratified_when_every_class_fills_them(per_class, stratified):
+    """Five folds: stratified when every class has at least five rows (exactly five here), plain seeded shuffled
+    folds when one has fewer; recomputed on those folds."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    from judge.calibration.state import Calibration, choose_bias_l2
+
+    rng = np.random.default_rng(11)
+    y = np.concatenate([np.repeat([0, 1], 12), np.full(per_class, 2)])
+    s = log_softmax(rng.normal(size=(len(y), 3)) + 1.5 * np.eye(3)[y], axis=1)
+    split = (StratifiedKFold(5, shuffle=True, random_state=3).split(s, y) if stratified
+             else KFold(5, shuffle=True, random_state=3).split(s))
+    nll = 0.0
+    for tr, te in split:
+        p = Calibration.fit(tuple(range(3)), s[tr], y[tr], fit_bias=1.0).transform(s[te])
+        nll -= np.log(p[np.arange(len(te)), y[te]]).sum() / len(y)
+    assert choose_bias_l2(s, y, None, grid=(1.0,), folds=5, seed=3)["nll"] == [pytest.approx(nll, rel=1e-7)]
+
+
+def test_calibration_fit_reads_scores_and_bias_as_float64():
+    from judge.calibration.state import Calibration
+
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 40)
+    s = log_softmax(rng.normal(size=(40, 3)) * 3 + np.eye(3)[y], axis=1)
+    b = np.array([0.3, -0.1, 0.0])
+    want = Calibration.fit(tuple("abc"), s, y, bias=b, fit_bias=1.0)
+    s32, b32 = s.astype(np.float32), b.astype(np.float32)
+    got = Calibration.fit(tuple("abc"), s32, y, bias=b32, fit_bias=1.0)
+    np.testing.assert_allclose(got.bias, Calibration.fit(tuple("abc"), s32.astype(np.float64), y,
+                                                         bias=b32.astype(np.float64), fit_bias=1.0).bias, rtol=0,
+                               atol=0)
+    assert got.bias.dtype == np.float64 and got.proba.dtype == np.float64
+    np.testing.assert_allclose(got.proba, want.proba, atol=1e-5)
+    t = Calibration.fit(tuple("abc"), s32, y)
+    assert t.temperature == Calibration.fit(tuple("abc"), s32.astype(np.float64), y).temperature
+    assert Calibration.fit(tuple("abc"), s, y, bias=b32).bias.dtype == np.float64  # as documented
+
+
+@pytest.mark.parametrize("name, value, ok", [("coverage", 1.0, True), ("target_accuracy", 1.0, False),
+                                             ("confidence", 1.0, False), ("coverage", 1.5, False),
+                                             ("target_accuracy", 0.0, False), ("target_accuracy", 0.99, True)])
+def test_calibrate_args_bounds_and_messages(name, value, ok):
+    """coverage may be 1 (keep every row); an accuracy target or a confidence of 1 cannot be met: refused,
+    with the interval named."""
+    from judge.calibration.state import check_calibrate_args
+
+    kw = {"target_accuracy": None, "coverage": None, "confidence": 0.95, name: value}
+    call = lambda: check_calibrate_args(2, np.array([0, 1]), 2, bias="auto", bias_l2=1.0, temperature=True,  # noqa: E731
+                                        scores=None, **kw)
+    if ok:
+        assert call() is None
+    else:
+        span = r"\(0, 1\]" if name == "coverage" else r"\(0, 1\)"
+        with pytest.raises(ValueError, match=rf"^{name} must be a number in {span}, got {value!r}\.$"):
+            call()
+
+
+def test_calibration_fit_threshold_uses_the_given_confidence():
+    from judge.calibration.abstention import select_threshold
+    from judge.calibration.state import Calibration
+
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 3, 300)
+    s = log_softmax(rng.normal(size=(300, 3)) * 2 + 3.0 * np.eye(3)[y], axis=1)
+    got = {}
+    for conf in (0.5, 0.99):
+        cal = Calibration.fit(tuple("abc"), s, y, target_accuracy=0.8, confidence=conf)
+        assert cal.threshold == select_threshold(y, cal.proba, target_accuracy=0.8, confidence=conf)
+        got[conf] = cal.threshold
+    assert got[0.5] < got[0.99]  # more confidence in the bound: a stricter threshold
+
+
+def test_calibration_report_values_and_validation_bounds():
+    """The report's numbers, recomputed; a threshold may be just above 1 (what select_threshold returns when no
+    threshold passes) but not beyond the float tolerance; a label index of K is refused."""
+    from judge.calibration.metrics import expected_calibration_error, negative_log_likelihood
+    from judge.calibration.state import Calibration
+
+    rng = np.random.default_rng(9)
+    y = rng.integers(0, 3, 80)
+    s = log_softmax(rng.normal(size=(80, 3)) * 2 + np.eye(3)[y] + [1.0, 0.0, 0.0], axis=1)
+    cal = Calibration.fit(tuple("abc"), s, y, bias=np.array([0.5, 0.0, -0.5]), bias_method="contextual",
+                          coverage=0.5)
+    raw = softmax(s, axis=1)
+    assert {k: cal.report[k] for k in ("n", "bias", "bias_l2", "temperature", "threshold")} == {
+        "n": 80, "bias": "contextual", "bias_l2": None, "temperature": cal.temperature, "threshold": cal.threshold}
+    assert set(cal.report) == {"n", "bias", "bias_l2", "temperature", "threshold", "accuracy_raw", "accuracy",
+                               "ece_raw", "ece", "nll_raw", "nll"}
+    assert {k: v for k, v in cal.report.items() if k not in ("n", "bias", "bias_l2", "temperature", "threshold")} \
+        == pytest.approx({
+        "accuracy_raw": float((raw.argmax(1) == y).mean()), "accuracy": float((cal.proba.argmax(1) == y).mean()),
+        "ece_raw": expected_calibration_error(y, raw), "ece": expected_calibration_error(y, cal.proba),
+        "nll_raw": negative_log_likelihood(y, raw), "nll": negative_log_likelihood(y, cal.proba)}, rel=1e-12)
+    assert cal.report["accuracy"] != cal.report["accuracy_raw"] or cal.report["ece"] != cal.report["ece_raw"]
+    p, yy = np.full((2, 2), 0.5), np.array([0, 1])
+    Calibration(("a", "b"), None, None, float(np.nextafter(1.0, np.inf)), p, yy)  # abstain on every row
+    Calibration(("a", "b"), None, None, 1.0 + 1e-9, p, yy)
+    with pytest.raises(ValueError, match=r"threshold must be a probability in \[0, 1\], got 1\.00001"):
+        Calibration(("a", "b"), None, None, 1.00001, p, yy)
+    with pytest.raises(ValueError, match=r"^calibration y holds label indices outside \[0, 2\)\.$"):
+        Calibration(("a", "b"), None, None, None, p, np.array([0, 2]))
+
+
+def test_prior_bias_contextual_comes_from_the_content_free_scores_and_transform_reads_float64():
+    from judge.calibration.bias import batch_bias, contextual_bias
+    from judge.calibration.state import Calibration, prior_bias
+
+    rng = np.random.default_rng(12)
+    s = log_softmax(rng.normal(size=(20, 3)), axis=1)
+    cf = log_softmax(rng.normal(size=(2, 3)) + [2.0, 0.0, 0.0], axis=1)
+    np.testing.assert_array_equal(prior_bias("contextual", s, cf), contextual_bias(cf))
+    np.testing.assert_array_equal(prior_bias("batch", s, cf), batch_bias(s))
+    assert prior_bias(None, s, cf) is None
+    cal = Calibration(tuple("abc"), None, 1.7, None, np.full((1, 3), 1 / 3), np.array([0]))
+    s32 = (s * 10).astype(np.float32)
+    np.testing.assert_allclose(cal.transform(s32), cal.transform(s32.astype(np.float64)), rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match=r"^calibration proba holds NaN or infinite values; refit with calibrate\(\)\.$"):
+        Calibration(tuple("ab"), None, None, None, np.array([[np.nan, 1.0]]), np.array([0]))

@@ -88,6 +88,50 @@ def test_planted_signal_is_learned():
     assert head.report["cv"]["l2"] in head.report["cv"]["grid"]
 
 
+def test_head_log_proba_is_the_documented_formula():
+    """log_softmax(a * (s - max s) + b + ((h - mean) / scale) @ W.T), with one row worked by hand."""
+    W = np.array([[1.0, -2.0], [0.5, 0.0], [0.0, 3.0]])
+    b = np.array([0.1, -0.2, 0.0])
+    mean, scale = np.array([1.0, -1.0]), np.array([2.0, 0.5])
+    s = np.log([[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]])
+    h = np.array([[3.0, 0.0], [-1.0, -2.0]])
+    head = LinearHead(W, b, 0.7, mean, scale, 1.0)
+    got = head.log_proba(s, h)
+    # row 0 by hand: z = ((3 - 1) / 2, (0 + 1) / 0.5) = (1, 2); W z = (-3, 0.5, 6)
+    logits0 = 0.7 * (s[0] - s[0].max()) + b + np.array([-3.0, 0.5, 6.0])
+    np.testing.assert_allclose(got[0], logits0 - np.log(np.exp(logits0).sum()), rtol=0, atol=1e-12)
+    z = (h - mean) / scale
+    logits = 0.7 * (s - s.max(1, keepdims=True)) + b + z @ W.T
+    np.testing.assert_allclose(got, logits - np.log(np.exp(logits).sum(1, keepdims=True)), rtol=0, atol=1e-12)
+    # without the zero-shot scores (features="hidden"): the states alone; a label left out (-inf) stays impossible
+    plain = LinearHead(W, b, None, mean, scale, 1.0)
+    np.testing.assert_allclose(plain.log_proba(None, h), (z @ W.T + b) - np.log(np.exp(z @ W.T + b).sum(1))[:, None],
+                               rtol=0, atol=1e-12)
+    s_out = s.copy()
+    s_out[:, 1] = -np.inf
+    p = np.exp(head.log_proba(s_out, h))
+    assert (p[:, 1] == 0).all() and np.allclose(p.sum(1), 1)
+    zero = LinearHead(W, b, 0.0, mean, scale, 1.0)  # a = 0: the scores play no part
+    np.testing.assert_allclose(zero.log_proba(s, h), plain.log_proba(None, h), rtol=0, atol=1e-12)
+
+
+def test_fitted_head_does_not_depend_on_the_units_of_the_states():
+    """The states are standardised on the training texts, so fitting on states in other units (a per-feature
+    scale and shift) gives the same probabilities on test states in those units."""
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(3), 10)
+    H = rng.normal(size=(30, 6))
+    H[:, :3] += 1.5 * np.eye(3)[y]
+    S = np.log(rng.dirichlet(np.ones(3), 30))
+    Ht, St = rng.normal(size=(12, 6)), np.log(rng.dirichlet(np.ones(3), 12))
+    c, m = rng.uniform(0.5, 20.0, 6), rng.normal(0, 1000.0, 6)
+    for scores, test_scores in ((S, St), (None, None)):
+        a = fit_head(H, y, 3, scores=scores, l2=1.0)
+        b = fit_head(H * c + m, y, 3, scores=scores, l2=1.0)
+        np.testing.assert_allclose(b.scale, a.scale * c, rtol=1e-9)
+        np.testing.assert_allclose(a.log_proba(test_scores, Ht), b.log_proba(test_scores, Ht * c + m), atol=1e-4)
+
+
 def test_fit_keeps_classes_and_works_with_calibrate_and_cascade(pair):
     from judge import Cascade
 
@@ -128,6 +172,15 @@ def test_demos_write_examples_into_the_prompt_and_round_trip(pair, tmp_path):
     clf = clf_of(pair).fit(TEXTS, Y, method="demos", k=2)
     s = clf.decision_function(["card?"])
     assert s.shape == (1, 3) and np.isfinite(s).all()
+    # the same scores as the zero-shot classifier given, as its text, the two training texts nearest to
+    # "card?" (cosine of the answer-slot states), answered in the prompt's own words, the nearest last
+    zero = clf_of(pair)
+    train, query = answer_states(zero, TEXTS), answer_states(zero, ["card?"])[0]
+    cos = train @ query / (np.linalg.norm(train, axis=1) * np.linalg.norm(query))
+    far, near = np.argsort(-cos, kind="stable")[:2][::-1]
+    prompt = (f"{TEXTS[far]}\nLabel: {Y[far]}\n\nText: {TEXTS[near]}\nLabel: {Y[near]}\n\nText: card?")
+    np.testing.assert_allclose(s, zero.decision_function([prompt]), rtol=0, atol=1e-6)
+    assert np.abs(s - zero.decision_function(["card?"])).max() > 1e-3  # the demonstrations change the scores
     clf.save(tmp_path, model_ref="tiny")
     back = Classifier.load(tmp_path, model=model, tokenizer=tok)
     assert np.array_equal(s, back.decision_function(["card?"]))
@@ -257,9 +310,16 @@ def test_evaluate_fits_on_train_then_calibrates_on_validation(tiny_dir, datasets
             "--bias-l2", "cv", "--out", str(out)]
     assert main(args) == 0
     m = json.loads((out / "metrics.json").read_text())
-    assert m["fit"]["n"] == 6 and m["fit"]["method"] == "head" and m["calibrated"]["accuracy"] >= 0
+    assert m["fit"]["n"] == 6 and m["fit"]["method"] == "head" and m["n"] == 12
     assert "fit" in capsys.readouterr().out
     back = Classifier.load(out / "classifier")
+    # the reported accuracy is that of the predictions written, which the saved classifier reproduces
+    import pandas as pd
+
+    rows = pd.read_csv(out / "predictions.csv", keep_default_na=False)
+    assert len(rows) == 12
+    assert m["calibrated"]["accuracy"] == m["accuracy"] == pytest.approx((rows.prediction == rows.label).mean())
+    assert list(back.predict(list(rows.text))) == list(rows.prediction)
     cal = back.calibration_  # after a head, bias="auto" is calibrate's "cv": batch+fit at a chosen L2, or none
     assert back.adaptation_.kind == "head" and cal.bias_method in ("cv: none", "cv: batch+fit")
     assert cal.report["bias_l2"] in ((None,) if cal.bias_method == "cv: none" else (0.1, 0.3, 1.0, 3.0, 10.0,
@@ -366,3 +426,56 @@ def test_calibrate_cv_chooses_the_bias_or_none_and_auto_after_fit_follows_the_ta
     assert clf.calibrate(TEXTS, Y).calibration_.bias_method is None and clf.bias_ is None
     monkeypatch.setattr(state, "AUTO_BIAS_AFTER_FIT", {"lora": None})  # another kind: the zero-shot default
     assert clf.calibrate(TEXTS, Y).calibration_.bias_method == state.AUTO_BIAS
+
+
+def test_head_standardisation_statistics_by_hand():
+    """mean and scale are the training states' mean and standard deviation, floored at 1e-3 of the mean
+    standard deviation (a constant feature), whatever the units (here a few millionths)."""
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(2), 6)
+    H = rng.normal(size=(12, 4)) * 1e-6
+    H[:, 0] += 1e-6 * y
+    H[:, 3] = 5.0  # constant
+    head = fit_head(H, y, 2, l2=1.0)
+    sd = H.std(0)
+    np.testing.assert_allclose(head.mean, H.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(head.scale[:3], sd[:3], rtol=1e-12)
+    assert head.scale[3] == pytest.approx(1e-3 * sd.mean(), rel=1e-12)
+    assert (head.log_proba(None, H).argmax(1) == y).mean() > 0.8  # the tiny units are learned from
+
+
+def test_head_cross_validation_is_seeded_and_reports_every_fit():
+    rng = np.random.default_rng(6)
+    y = np.repeat(np.arange(3), 8)
+    H = rng.normal(size=(24, 5))
+    H[:, :3] += np.eye(3)[y]
+    a, b = (fit_head(H, y, 3, cv=3, grid=(0.1, 10.0), random_state=1).report["cv"] for _ in range(2))
+    assert a == b  # the same folds for the same random_state
+    c = fit_head(H, y, 3, cv=3, grid=(0.1, 10.0), random_state=2).report["cv"]
+    assert c["nll"] != a["nll"]  # other folds for another
+    seen = []
+    fit_head(H, y, 3, cv=3, grid=(0.1, 10.0), callback=lambda info: seen.append(info["l2"]))
+    assert {0.1, 10.0} <= set(seen)  # the callback hears the cross-validation's fits, not only the final one
+
+
+def test_head_without_scores_never_computes_them(pair):
+    clf = clf_of(pair)
+    d = answer_states(clf, TEXTS[:1]).shape[1]
+    head = LinearHead(np.zeros((3, d)), np.array([0.0, 1.0, 0.0]), None, np.zeros(d), np.ones(d), 1.0)
+    lp = head.decision_function(clf, TEXTS[:2], lambda texts: pytest.fail("zero-shot scores computed"))
+    np.testing.assert_allclose(np.exp(lp), np.tile(np.exp([0.0, 1.0, 0.0]) / np.exp([0.0, 1.0, 0.0]).sum(), (2, 1)))
+
+
+def test_head_checks_its_arrays_with_clear_messages():
+    from judge.adaptation.head import check_features
+
+    with pytest.raises(ValueError, match=r"^scores has shape \(2, 4\), expected \(2, 3\): one row per text\.$"):
+        check_features("scores", np.zeros((2, 4)), 2, 3)
+    with pytest.raises(ValueError, match=r"^states has shape \(3, 4\), expected \(2, d\): one row per text\.$"):
+        check_features("states", np.zeros((3, 4)), 2)
+    with pytest.raises(ValueError, match=r"^head arrays hold NaN or infinite values; fit again\.$"):
+        LinearHead(np.full((2, 1), np.nan), np.zeros(2), 1.0, np.zeros(1), np.ones(1), 1.0)
+    with pytest.raises(ValueError, match=r"^head scale must be > 0 everywhere; fit again\.$"):
+        LinearHead(np.zeros((2, 1)), np.zeros(2), 1.0, np.zeros(1), np.zeros(1), 1.0)
+    with pytest.raises(ValueError, match=r"^head offset_scale must be a finite number >= 0 or None, got -1\.0\.$"):
+        LinearHead(np.zeros((2, 1)), np.zeros(2), -1.0, np.zeros(1), np.ones(1), 1.0)

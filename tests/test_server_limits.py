@@ -282,6 +282,7 @@ def test_bodies_over_the_limit_are_413_compressed_or_not(url):
 def test_limits_on_questions_and_options_name_themselves(decider):
     with serve(create_app(decider, ServerConfig(max_questions=5, max_options=300))) as (u, _):
         many = post(u, body({f"q{i}": NOUL for i in range(6)}))
+        at = post(u, body({f"q{i}": NOUL for i in range(5)}))  # exactly at the limit: answered
         wide = post(u, body({"q": {"type": "choice", "criteria": {f"o{i}": None for i in range(301)}}}))
         floor = post(u, body({"q": {"type": "choice", "criteria": {f"o{i}": None for i in range(255)}}}))
         wide_d = post(u, {"model": "jev-latest", "input": "x", "questions": [
@@ -293,6 +294,7 @@ def test_limits_on_questions_and_options_name_themselves(decider):
         in wide.json()["detail"]["message"]
     assert wide_d.status_code == 413 and "(max_options)" in wide_d.json()["detail"]["message"]
     assert floor.status_code == 200 and len(floor.json()["answers"]["q"]["probabilities"]) == 255
+    assert at.status_code == 200 and sorted(at.json()["answers"]) == [f"q{i}" for i in range(5)]
     with pytest.raises(ValueError, match=r"max_options=100\): the contract requires at least 255"):
         ServerConfig(max_options=100)
 

@@ -36,12 +36,12 @@ def _partition(tc):
 @given(labels=st.lists(st.text(alphabet="abc", min_size=1, max_size=5), min_size=1, max_size=6, unique=True),
        tokens=st.lists(st.text(alphabet="abcd", min_size=1, max_size=3), min_size=1, max_size=12, unique=True))
 def test_partition_equals_naive_columns(labels, tokens):
+    # the single letters are always tokens, so every label can be spelled and every drawn case builds (a build
+    # that raised is a failure here, not a skipped example)
+    tokens = list(dict.fromkeys(tokens + ["a", "b", "c"]))
     vocab = Vocabulary.from_token_bytes([t.encode() for t in tokens] + [b"", b""],
                                         end_token_ids=[len(tokens), len(tokens) + 1])
-    try:
-        auto = TrieAutomaton.build(labels, vocab)
-    except Exception:
-        return
+    auto = TrieAutomaton.build(labels, vocab)
     tc = TokenClasses.from_automaton(auto)
     assert _partition(tc) == _naive_partition(auto)
     # classes are numbered by their smallest token
