@@ -204,7 +204,7 @@ def test_jobs_hold_at_most_their_limits_and_exactly_them():
     a = Admitted("s", {"a": YesNo("?"), "b": YesNo("?"), "c": YesNo("?")}, 10, {"a": 5, "b": 6, "c": 7}, 28)
 
     def cut(**kw):
-        return [(sorted(qs), size, n) for (_, qs), size, n in a.jobs(**kw)]
+        return [(sorted(qs), size, n) for (_, qs, _), size, n in a.jobs(**kw)]
 
     assert cut(max_tokens=28, max_questions=3) == [(["a", "b", "c"], 3, 28)]  # exactly at both limits: one job
     assert cut(max_tokens=27, max_questions=3) == [(["a", "b"], 2, 21), (["c"], 1, 17)]

@@ -858,7 +858,8 @@ def test_calibrate_args_bounds_and_messages(name, value, ok):
     from judge.calibration.state import check_calibrate_args
 
     kw = {"target_accuracy": None, "coverage": None, "confidence": 0.95, name: value}
-    call = lambda: check_calibrate_args(2, np.array([0, 1]), 2, bias="auto", bias_l2=1.0, temperature=True,  # noqa: E731
+    n = 400  # enough texts that any target below 1 could be certified (fewer are refused for that reason)
+    call = lambda: check_calibrate_args(n, np.arange(n) % 2, 2, bias="auto", bias_l2=1.0, temperature=True,  # noqa: E731
                                         scores=None, **kw)
     if ok:
         assert call() is None
@@ -897,9 +898,15 @@ def test_calibration_report_values_and_validation_bounds():
     raw = softmax(s, axis=1)
     assert {k: cal.report[k] for k in ("n", "bias", "bias_l2", "temperature", "threshold")} == {
         "n": 80, "bias": "contextual", "bias_l2": None, "temperature": cal.temperature, "threshold": cal.threshold}
-    assert set(cal.report) == {"n", "bias", "bias_l2", "temperature", "threshold", "accuracy_raw", "accuracy",
-                               "ece_raw", "ece", "nll_raw", "nll"}
-    assert {k: v for k, v in cal.report.items() if k not in ("n", "bias", "bias_l2", "temperature", "threshold")} \
+    kept = cal.proba.max(1) >= cal.threshold
+    assert {k: cal.report[k] for k in ("target_accuracy", "coverage_target", "confidence", "coverage")} == {
+        "target_accuracy": None, "coverage_target": 0.5, "confidence": None, "coverage": float(kept.mean())}
+    assert cal.report["selective_accuracy"] == pytest.approx(float((cal.proba.argmax(1) == y)[kept].mean()), rel=1e-12)
+    assert cal.report["measured_on"].startswith("the 80 calibration texts, in-sample")
+    given = ("n", "bias", "bias_l2", "temperature", "threshold", "target_accuracy", "coverage_target", "confidence",
+             "coverage", "selective_accuracy", "measured_on")
+    assert set(cal.report) == {*given, "accuracy_raw", "accuracy", "ece_raw", "ece", "nll_raw", "nll"}
+    assert {k: v for k, v in cal.report.items() if k not in given} \
         == pytest.approx({
         "accuracy_raw": float((raw.argmax(1) == y).mean()), "accuracy": float((cal.proba.argmax(1) == y).mean()),
         "ece_raw": expected_calibration_error(y, raw), "ece": expected_calibration_error(y, cal.proba),
