@@ -187,11 +187,13 @@ def check_encoder_spec(name, spec, *, many=False) -> None:
     """Raise a ValueError unless ``spec`` names an encoder :func:`judge.encoders.get_encoder` resolves offline.
 
     A name (``"tfidf"``, ``"tfidf-word"``, ``"minilm"``, ``"model"``, ``"all-MiniLM-L6-v2"``), an
-    existing folder, a callable or an encoder object; with ``many``, also a list of those.
+    existing folder, a callable or an encoder object; with ``many``, also a list of those or a
+    mapping of them to weights (finite, >= 0, not all 0).
 
     Examples
     --------
     >>> check_encoder_spec("shortlist_encoder", ["tfidf", "minilm"], many=True)
+    >>> check_encoder_spec("shortlist_encoder", {"tfidf": 0.25, "minilm": 0.75}, many=True)
     >>> check_encoder_spec("embedder", "tfidff")
     Traceback (most recent call last):
     ...
@@ -199,6 +201,15 @@ def check_encoder_spec(name, spec, *, many=False) -> None:
     """
     import os
 
+    if many and isinstance(spec, dict) and spec:  # {encoder: weight}: a weighted sum of cosine similarities
+        for s, w in spec.items():
+            check_encoder_spec(name, s)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not (np.isfinite(w) and w >= 0):
+                raise ValueError(f"{name} weights must be finite numbers >= 0; got {w!r} for {s!r}. Example: "
+                                 f"{{'tfidf': 0.25, 'minilm': 0.75}}.")
+        if sum(spec.values()) <= 0:
+            raise ValueError(f"{name} weights are all 0 ({spec!r}); give at least one encoder a positive weight.")
+        return
     if many and isinstance(spec, (list, tuple)) and spec:
         for s in spec:
             check_encoder_spec(name, s)

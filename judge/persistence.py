@@ -53,6 +53,17 @@ def _model_reference(clf, directory: Path, model_ref):
     return {"kind": "name", "value": str(ref)}
 
 
+def _shortlist_reference(spec):
+    """The shortlist's encoders as JSON (names, a list or a mapping of names to weights); objects cannot be saved."""
+    names = list(spec) if isinstance(spec, (list, tuple, dict)) else [spec]
+    if spec is None or all(isinstance(n, str) for n in names):
+        return {str(k): float(v) for k, v in spec.items()} if isinstance(spec, dict) else \
+            (list(spec) if isinstance(spec, (list, tuple)) else spec)
+    raise ValueError(f"This classifier's shortlist_encoder ({spec!r:.60}) cannot be saved by reference; build it with "
+                     f"encoder names ('tfidf', 'minilm', 'model', a sentence-transformers folder), a list of them or "
+                     f"a mapping of them to weights before save().")
+
+
 def _embedder_reference(embedder):
     """The embedder as JSON (a name, or an encoder's spec); an unnamed callable cannot be saved."""
     if embedder is None or isinstance(embedder, str):
@@ -104,6 +115,8 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
         "decode_above": clf.decode_above, "end_token": clf.end_token, "rotations": clf.rotations,
         "prior": clf.prior, "descriptions": clf.descriptions, "describe": clf.describe,
         "embedder": _embedder_reference(clf.embedder),
+        "shortlist": clf.shortlist, "shortlist_encoder": _shortlist_reference(clf.shortlist_encoder),
+        "search_budget": clf.search_budget, "search_tolerance": clf.search_tolerance,
         "fusion": None if clf.fusion_ is None else [clf.fusion_.weight, clf.fusion_.temperature],
         "calibration": None,
     }
@@ -211,7 +224,9 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
               batch_size=cfg["batch_size"], device=device, think=cfg["think"], think_tokens=cfg["think_tokens"],
               top_k=cfg["top_k"], decode_above=cfg["decode_above"], end_token=cfg["end_token"],
               batch_invariant=cfg["batch_invariant"], rotations=cfg.get("rotations", 1),
-              prior=cfg.get("prior", "auto"), describe=cfg.get("describe", "auto"), embedder=cfg.get("embedder"))
+              prior=cfg.get("prior", "auto"), describe=cfg.get("describe", "auto"), embedder=cfg.get("embedder"),
+              shortlist=cfg.get("shortlist"), shortlist_encoder=cfg.get("shortlist_encoder"),
+              search_budget=cfg.get("search_budget", 20_000), search_tolerance=cfg.get("search_tolerance", 1e-3))
     fusion = cfg.get("fusion")
     if fusion is not None and clf.embedder is not None:
         from judge.fusion import Fusion

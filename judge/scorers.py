@@ -546,7 +546,9 @@ def shortlist_of(clf, c: CompiledLabels):
     ``shortlist_encoder``: None or ``"tfidf"`` (character n-gram TF-IDF, the default: chosen on
     ICD-10-CM validation texts, see the README), ``"minilm"`` (the packaged sentence embedder),
     ``"model"`` (the model's own mean-pooled hidden states), any encoder or callable
-    ``list of str -> (n, d)`` (:mod:`judge.encoders`), or a list of them (summed similarities).
+    ``list of str -> (n, d)`` (:mod:`judge.encoders`), a list of them (similarities averaged) or a
+    mapping of them to weights (``{"tfidf": 0.25, "minilm": 0.75}``: the weighted sum, the ICD-10-CM
+    validation choice).
 
     Examples
     --------
@@ -564,7 +566,9 @@ def shortlist_of(clf, c: CompiledLabels):
         def resolve(e):  # the LM's own states need this classifier's model
             return LMEncoder(c.engine.model_, c.engine.tokenizer_) if isinstance(e, str) and e == "model" else e
 
-        enc = clf.shortlist_encoder
+        enc, weights = clf.shortlist_encoder, None
+        if isinstance(enc, dict):  # {encoder: weight}
+            enc, weights = list(enc), [float(w) for w in enc.values()]
         enc = [resolve(e) for e in enc] if isinstance(enc, (list, tuple)) else resolve(enc)
-        c.shortlist = Shortlist(c.names, clf.shortlist, encoder=enc)
+        c.shortlist = Shortlist(c.names, clf.shortlist, encoder=enc, weights=weights)
     return c.shortlist

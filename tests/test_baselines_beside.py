@@ -102,6 +102,29 @@ def test_shortlist_with_two_encoders_sums_their_similarities():
         Shortlist(labels, 2, encoder=["tfidf", "minilm"], weights=[1.0])
 
 
+def test_classifier_shortlist_takes_weighted_encoders_and_keeps_them_when_saved(pair, tmp_path):
+    from judge.retrieval import Shortlist
+    from judge.scorers import shortlist_of
+
+    model, tok = pair
+    labels = ["card arrival", "exchange rate", "pin blocked", "top up failed"]
+    spec = {"tfidf": 0.25, "minilm": 0.75}
+    clf = Classifier(labels, model, tokenizer=tok, method="exact", shortlist=2, shortlist_encoder=spec)
+    ref = Shortlist(labels, 2, encoder=["tfidf", "minilm"], weights=[0.25, 0.75])
+    np.testing.assert_allclose(shortlist_of(clf, clf.compiled_).similarity(TEXTS), ref.similarity(TEXTS), atol=1e-6)
+    p = clf.predict_proba(TEXTS)
+    assert ((p > 0).sum(1) <= 2).all()  # only the shortlist is scored
+    clf.save(tmp_path / "s", model_ref="tiny")
+    back = Classifier.load(tmp_path / "s", model=model, tokenizer=tok)
+    assert (back.shortlist, back.shortlist_encoder) == (2, spec)  # a saved shortlist stays a shortlist
+    np.testing.assert_allclose(back.predict_proba(TEXTS), p, atol=1e-6)
+    with pytest.raises(ValueError, match=r"shortlist_encoder weights must be finite numbers >= 0; got -1"):
+        Classifier(labels, model, tokenizer=tok, shortlist=2, shortlist_encoder={"tfidf": -1, "minilm": 1})
+    with pytest.raises(ValueError, match="cannot be saved by reference"):
+        Classifier(labels, model, tokenizer=tok, shortlist=2, shortlist_encoder=lambda t: np.ones((len(t), 2))).save(
+            tmp_path / "x", model_ref="tiny")
+
+
 # ----------------------------------------------------------------------------- the label-free default
 def test_default_prior_divides_out_the_content_free_distribution(pair):
     from judge.calibration import contextual_bias
