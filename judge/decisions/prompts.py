@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from judge.calibration.bias import CONTENT_FREE
 from judge.decisions.questions import (
     MAX_LISTED_OPTIONS,
     Choice,
@@ -65,8 +66,6 @@ PROMPT_VERSION = "decisions-v3"
 #: The spellings of yes and no whose probabilities are summed (each also with a leading space).
 YES_SPELLINGS = ("Yes", "yes")
 NO_SPELLINGS = ("No", "no")
-#: States that say nothing: a question's answer distribution on them is its label-free prior.
-CONTENT_FREE = ("N/A", "", "[MASK]")
 
 _ANSWERS = ("name", "description", "both")
 _SENTINEL = "\x00JUDGE_DECISION\x00"
