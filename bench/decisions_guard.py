@@ -374,11 +374,11 @@ def cost(args) -> None:
     for make, g in arms.values():
         d.ask({"content": make(_cost_state(1))}, q, guard=g)  # content-free priors of each shape: not timed
     out = {}
-    for name, (make, g) in arms.items():
+    for i, (name, (make, g)) in enumerate(arms.items()):
         ts, fed = [], []
-        for r in range(args.repeats):  # a fresh state each time: only the template's root is shared between calls
+        for r in range(args.repeats):  # a fresh state each time, every arm its own: only the template's root is shared
             t0 = time.perf_counter()
-            a = d.ask({"content": make(_cost_state(100 + r))}, q, guard=g)["q"]
+            a = d.ask({"content": make(_cost_state(100 + 10 * i + r))}, q, guard=g)["q"]
             ts.append(time.perf_counter() - t0)
             fed.append(d.last_usage_["input_tokens"])
         out[name] = {"median_s": round(statistics.median(ts), 3), "tokens_fed": int(statistics.median(fed)),
