@@ -22,6 +22,15 @@ recorded as "not run: ..." with what is missing.
     python bench/fit_curve.py select --json bench/results/fit_curve_select.json
     python bench/fit_curve.py report --json bench/results/fit_curve.json
 
+The results in the README were run one dataset and a few points at a time (the full splits take up to
+20 minutes each on one thread), e.g.
+
+    python bench/fit_curve.py report --dkeys trec --json bench/results/fit_curve_trec.json
+    python bench/fit_curve.py report --dkeys banking77 --shots 1,4 --json bench/results/fit_curve_banking77_a.json
+    python bench/fit_curve.py report --dkeys banking77 --shots 16,64 --json bench/results/fit_curve_banking77_b.json
+    python bench/fit_curve.py report --dkeys banking77 --shots full --json bench/results/fit_curve_banking77_c.json
+    (the same _a/_b/_c for clinc150 and massive)
+
 What it deliberately does not do: choose anything on test.
 """
 
