@@ -343,8 +343,8 @@ class Classifier(CalibratedMixin, InspectionMixin):
 
     def _scores(self, texts) -> np.ndarray:
         ad = self.adaptation_  # fitted by fit(): its scores replace the zero-shot ones
-        if ad is not None:
-            return ad.decision_function(self, texts, self._offset_scores)
+        if ad is not None:  # a head starts from the prior-corrected zero-shot scores; demonstrations are raw scores
+            return ad.decision_function(self, texts, self._offset_scores if ad.kind == "head" else self._zero_shot_scores)
         return self._zero_shot_scores(texts)
 
     def _zero_shot_scores(self, texts) -> np.ndarray:
