@@ -13,6 +13,10 @@ embedder's similarity to the same label texts and their fusion (``judge.fusion.D
 * ``test`` — ``test{n}`` once with names and with the chosen variant.
 
     python bench/descriptions.py select --n 200 --json bench/results/descriptions_select.json
+    python bench/descriptions.py merge a.json b.json --json c.json   # select runs of parallel processes, as one
+
+The README's choice was made at ``--n 64`` (descriptions multiply the tokens scored per text: about 400 s
+per 32 Banking77 texts on one loaded thread), CLINC150 in a second process, merged.
     python bench/descriptions.py test --n 500 --json bench/results/descriptions_test.json
 
 What it deliberately does not do: edit a description after seeing validation or test figures.
@@ -65,8 +69,19 @@ def variant(dkey, sel, describe):
                 if not np.isnan(ck.scores[:n]).any():
                     s = ck.scores[:n]
                     break
+    tag = "scores" if describe == "name" else f"describe-{describe}.scores"
+    if s is None and describe != "name":  # the first rows of a larger selection's checkpoint, where already scored
+        from judge.evaluation import read_checkpoint
+
+        split, n = sel.rstrip("0123456789"), int(sel[len(sel.rstrip("0123456789")):] or 0)
+        for m in (200, 500, 1000):
+            f = path("smollm2", dkey, f"{split}{m}", tag)
+            if m > n and f.exists():
+                ck = read_checkpoint(f)
+                if not np.isnan(ck.scores[:n]).any():
+                    s = ck.scores[:n]
+                    break
     if s is None:
-        tag = "scores" if describe == "name" else f"describe-{describe}.scores"
         s = score_with_checkpoint(clf, texts, path("smollm2", dkey, sel, tag), chunk=32)
     return clf.scores_to_proba(s), s, y, clf
 
@@ -76,7 +91,17 @@ def embedder_side(dkey, sel, clf, describe):
     from judge.encoders import SentenceEncoder
     from judge.evaluation import read_checkpoint
 
-    X = read_checkpoint(path("smollm2", dkey, sel, "minilm")).scores
+    f = path("smollm2", dkey, sel, "minilm")
+    if f.exists():
+        X = read_checkpoint(f).scores
+    else:  # the prefix of a larger cached selection of the same seeded order (as for the names' scores)
+        split, n = sel.rstrip("0123456789"), int(sel[len(sel.rstrip("0123456789")):] or 0)
+        bigger = [path("smollm2", dkey, f"{split}{m}", "minilm") for m in (500, 1000) if m >= n]
+        found = [g for g in bigger if g.exists()]
+        if not found:
+            raise SystemExit(f"not cached: minilm of {dkey} {sel} (python bench/learning_curve.py cache --what "
+                             f"embed --dkeys {dkey} --sels {sel})")
+        X = read_checkpoint(found[0]).scores[:n]
     texts = clf.compiled_.names  # what the model writes: name, description or both
     L = SentenceEncoder()(texts).astype(np.float64)
     return X @ L.T
@@ -112,10 +137,30 @@ def run(args, sel):
             if args.json:
                 Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     if args.what == "select":
-        means = {v: float(np.mean([d[v]["lm"] for d in out["datasets"].values()])) for v in VARIANTS}
-        out["mean_lm_accuracy"] = means
-        out["choice"] = max(VARIANTS, key=lambda v: (round(means[v], 10), v == "name"))
-        print(f"mean LM accuracy: {means}; chosen: {out['choice']}")
+        choose(out)
+    return out
+
+
+def choose(out):
+    """The rule, fixed before running: the variant of highest mean uncalibrated LM accuracy over the datasets."""
+    means = {v: float(np.mean([d[v]["lm"] for d in out["datasets"].values()])) for v in VARIANTS}
+    out["mean_lm_accuracy"] = means
+    out["choice"] = max(VARIANTS, key=lambda v: (round(means[v], 10), v == "name"))
+    print(f"mean LM accuracy over {', '.join(out['datasets'])}: {means}; chosen: {out['choice']}")
+    return out
+
+
+def merge(files, json_out):
+    """Several ``select`` runs of the same split (datasets run in parallel processes) as one, with the rule applied."""
+    runs = [json.loads(Path(f).read_text()) for f in files]
+    if len({r["split"] for r in runs}) != 1:
+        raise SystemExit(f"the runs are of different splits: {[r['split'] for r in runs]}")
+    out = {"split": runs[0]["split"], "datasets": {}, "merged_from": [str(f) for f in files]}
+    for r in runs:
+        out["datasets"].update({k: v for k, v in r["datasets"].items() if all(x in v for x in VARIANTS)})
+    choose(out)
+    if json_out:
+        Path(json_out).write_text(json.dumps(out, indent=2) + "\n")
     return out
 
 
@@ -128,13 +173,16 @@ def _chosen():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("what", choices=("select", "test"))
+    ap.add_argument("what", choices=("select", "test", "merge"))
+    ap.add_argument("files", nargs="*", help="merge: the select runs' JSON files (datasets run in parallel)")
     ap.add_argument("--dkeys", default=",".join(DATASETS))
     ap.add_argument("--n", type=int, default=200, help="seeded texts of the split")
     ap.add_argument("--describe", help="test: the variant (default: the library's AUTO_DESCRIBE)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
+    if args.what == "merge":
+        return merge(args.files, args.json)
     import torch
 
     torch.set_num_threads(args.threads)

@@ -86,7 +86,9 @@ class Classifier(CalibratedMixin, InspectionMixin):
         ``card arrival``); predictions always map back to ``labels``.
     describe : {"auto", "name", "description", "both"}
         What the model writes for a described label: its name, its description, or
-        ``name: description`` (``auto``: :data:`judge.prompts.AUTO_DESCRIBE`, chosen on validation).
+        ``name: description``. ``auto`` is :data:`judge.prompts.AUTO_DESCRIBE`, ``"name"``: chosen on
+        the four validation splits (mean accuracy 44.9% names, 43.3% descriptions, 38.3% both), with
+        a warning, so that descriptions are never dropped silently.
     batch_size : int
         Texts per forward pass.
     device : str, optional
@@ -232,6 +234,14 @@ class Classifier(CalibratedMixin, InspectionMixin):
 
         check_distinguishable(self.labels, label_names_for(self.labels, label_names, self.descriptions,
                                                            describe))  # fail early on look-alikes
+        from judge.prompts import AUTO_DESCRIBE
+
+        if describe == "auto" and AUTO_DESCRIBE == "name" and any(d for d in (self.descriptions or {}).values()):
+            warnings.warn(
+                "Classifier got label descriptions; describe='auto' has the model score the label names (chosen on "
+                "the four validation splits, where descriptions lowered the model's mean accuracy from 44.9% to "
+                "43.3%; they helped on Banking77 and CLINC150, hurt on TREC). Pass describe='description' or "
+                "'both' to score them, or describe='name' to silence this.", UserWarning, stacklevel=2)
 
     def __setattr__(self, name, value):
         if name == "labels" and "labels" in self.__dict__:  # (set again after __init__: checked as there)

@@ -204,6 +204,9 @@ def test_descriptions_are_scored_not_dropped(pair, tmp_path):
     assert only.surfaces_[0] == " my new card has not come"
     names = Classifier(described, model, tokenizer=tok, method="exact", describe="name")
     assert names.surfaces_ == Classifier(LABELS, model, tokenizer=tok, method="exact").surfaces_
+    with pytest.warns(UserWarning, match=r"describe='auto' has the model score the label names.*describe='description' or 'both'"):
+        auto = Classifier(described, model, tokenizer=tok, method="exact")  # the validation choice: names, said
+    assert auto.surfaces_ == names.surfaces_
     assert not np.allclose(clf.decision_function(TEXTS), names.decision_function(TEXTS))
     clf.save(tmp_path / "d", model_ref="tiny")
     again = Classifier.load(tmp_path / "d", model=model, tokenizer=tok)
