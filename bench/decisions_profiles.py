@@ -100,7 +100,7 @@ def _summary(cards) -> dict:
 def run(args) -> None:
     from bench._common import load_bench_model
     from bench._decisions_data import GENERATORS, CachedScorer, labelled_jsonl, task_items
-    from judge.decisions import Decider, fit_profile
+    from judge.decisions import Decider, DecisionProfile, fit_profile
     from judge.engine import Engine
 
     gens = args.generators or list(GENERATORS)
@@ -109,18 +109,37 @@ def run(args) -> None:
     zero = Decider(scorer=scorer)
     train = task_items(gens, max(args.ns), args.train_seed)
     test = task_items(gens, args.n_test, args.test_seed)
+
+    def state_key(it):
+        return json.dumps(it.state, sort_keys=True, default=str)
+
+    seen = {state_key(it) for it in train}  # the generators' state space is small: fresh seeds repeat states
+    repeated = sum(state_key(it) in seen for it in test)
+    if args.unseen_only:
+        test = [it for it in test if state_key(it) not in seen]
+    print(f"test items: {len(test)} ({repeated} of the {args.n_test * len(gens)} drawn repeat a training state"
+          f"{', dropped' if args.unseen_only else ''})", flush=True)
     arms = {"zero-shot": zero}
     fits = {}
     for n in args.ns:
         part = [it for g in gens for it in [x for x in train if x.metadata["generator"] == g][:n]]
-        path = labelled_jsonl(part, CACHE / f"train_{args.train_seed}_n{n}.jsonl")
+        target, saved = CACHE / f"train_{args.train_seed}_n{n}.jsonl", CACHE / f"profile_n{n}.json"
+        before = target.read_bytes() if target.exists() else None
+        fitted_after = saved.exists() and target.exists() and saved.stat().st_mtime >= target.stat().st_mtime
+        path = labelled_jsonl(part, target)
         t0 = time.perf_counter()
-        prof = fit_profile(path, zero, cv=args.cv)
-        fits[n] = {"seconds": round(time.perf_counter() - t0, 1), "question_shapes": len(prof.heads),
+        if args.reuse_profiles and fitted_after and before == target.read_bytes():
+            # the profile fitted earlier on exactly these lines (fit_profile is deterministic): not refitted
+            prof, reused = DecisionProfile.load(saved), True
+        else:
+            prof, reused = fit_profile(path, zero, cv=args.cv), False
+            prof.save(saved)
+        fits[n] = {"seconds": None if reused else round(time.perf_counter() - t0, 1), "reused": reused,
+                   "question_shapes": len(prof.heads),
                    "l2": {v["instructions"][:50] if v["instructions"] else "": v["l2"] for v in prof.questions.values()}}
-        prof.save(CACHE / f"profile_n{n}.json")
         arms[f"profile N={n}"] = Decider(scorer=scorer, profile=prof)
-        print(f"N={n}: {len(prof.heads)} heads fitted in {fits[n]['seconds']} s", flush=True)
+        print(f"N={n}: {len(prof.heads)} heads " + ("reused (fitted earlier on the same lines)" if reused else
+                                                  f"fitted in {fits[n]['seconds']} s"), flush=True)
     # majority of the training labels (N=max), predicted on every test item: the baseline a user gets for free
     results = {}
     for arm, d in arms.items():
@@ -150,7 +169,9 @@ def run(args) -> None:
             "measured": s["median_accuracy_minus_majority"], "met": s["median_accuracy_minus_majority"] >= 0.15},
             "no question over gold top share + 20 (N=32)": {"measured": s["over_top_share"],
                                                             "met": s["over_top_share"] == 0}}
-    (HERE / "results" / "decisions_profiles.json").write_text(json.dumps(out, indent=1))
+    out["test_items_repeating_a_training_state"] = repeated
+    out["unseen_only"] = bool(args.unseen_only)
+    Path(args.json).write_text(json.dumps(out, indent=1))
     print(_table(out))
 
 
@@ -183,6 +204,11 @@ def main(argv=None) -> int:
     r.add_argument("--n-test", type=int, default=30, help="test items per generator")
     r.add_argument("--cv", type=int, default=5)
     r.add_argument("--generators", nargs="*", default=None)
+    r.add_argument("--unseen-only", action="store_true",
+                   help="drop the test items whose state is also a training item's (of the largest N)")
+    r.add_argument("--json", default=str(HERE / "results" / "decisions_profiles.json"))
+    r.add_argument("--reuse-profiles", action="store_true",
+                   help="load a profile saved by an earlier run when its training lines are byte-identical")
     args = ap.parse_args(argv)
     run(args)
     return 0
