@@ -19,6 +19,7 @@ cross-validation on the N training items), use framings or option permutations (
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import time
@@ -124,16 +125,17 @@ def run(args) -> None:
     for n in args.ns:
         part = [it for g in gens for it in [x for x in train if x.metadata["generator"] == g][:n]]
         target, saved = CACHE / f"train_{args.train_seed}_n{n}.jsonl", CACHE / f"profile_n{n}.json"
-        before = target.read_bytes() if target.exists() else None
-        fitted_after = saved.exists() and target.exists() and saved.stat().st_mtime >= target.stat().st_mtime
+        stamp = saved.with_suffix(".lines.sha256")  # the digest of the lines the saved profile was fitted on
         path = labelled_jsonl(part, target)
+        digest = hashlib.sha256(target.read_bytes()).hexdigest()
         t0 = time.perf_counter()
-        if args.reuse_profiles and fitted_after and before == target.read_bytes():
+        if args.reuse_profiles and saved.exists() and stamp.exists() and stamp.read_text() == digest:
             # the profile fitted earlier on exactly these lines (fit_profile is deterministic): not refitted
             prof, reused = DecisionProfile.load(saved), True
         else:
             prof, reused = fit_profile(path, zero, cv=args.cv), False
             prof.save(saved)
+            stamp.write_text(digest)
         fits[n] = {"seconds": None if reused else round(time.perf_counter() - t0, 1), "reused": reused,
                    "question_shapes": len(prof.heads),
                    "l2": {v["instructions"][:50] if v["instructions"] else "": v["l2"] for v in prof.questions.values()}}
