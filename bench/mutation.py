@@ -92,7 +92,7 @@ MODULES = {
     "calibration.state": Module("judge/calibration/state.py", ["tests/test_calibration.py", "tests/test_fit.py"], 0.9),
     "server.admission": Module("judge/server/admission.py", ["tests/test_admission.py", "tests/test_server_limits.py",
                                                              "tests/test_server.py"], 0.9, deselect=_SERVER_SKIP),
-    "adaptation.head": Module("judge/adaptation/head.py", ["tests/test_fit.py"], 0.9),
+    "adaptation.head": Module("judge/adaptation/head.py", ["tests/test_fit.py", "tests/test_baselines_beside.py"], 0.9),
     "engine.passes": Module("judge/engine/passes.py", _ENGINE_TESTS),
     "engine.forest": Module("judge/engine/forest.py", _ENGINE_TESTS),
     "engine.masks": Module("judge/engine/masks.py", _ENGINE_TESTS),

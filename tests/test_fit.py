@@ -479,3 +479,67 @@ def test_head_checks_its_arrays_with_clear_messages():
         LinearHead(np.zeros((2, 1)), np.zeros(2), 1.0, np.zeros(1), np.zeros(1), 1.0)
     with pytest.raises(ValueError, match=r"^head offset_scale must be a finite number >= 0 or None, got -1\.0\.$"):
         LinearHead(np.zeros((2, 1)), np.zeros(2), -1.0, np.zeros(1), np.ones(1), 1.0)
+
+
+def test_head_reaches_the_optimum_an_independent_solver_finds():
+    """The head's weights are the minimiser of its documented objective (summed NLL + l2/2 (|b|^2 + |W|^2) on the
+    standardised features), as scipy's L-BFGS-B finds it at a tight tolerance: an optimiser stopped early fails."""
+    from scipy.optimize import minimize
+    from scipy.special import log_softmax
+
+    rng = np.random.default_rng(3)
+    K, n, d = 3, 60, 5
+    y = np.repeat(np.arange(K), n // K)
+    X = rng.normal(size=(n, d)) + 1.5 * np.eye(K, d)[y]
+    head = fit_head(X, y, K, l2=2.0)
+    Z = (X - head.mean) / head.scale
+
+    def f(theta):
+        b, W = theta[:K], theta[K:].reshape(K, d)
+        lp = log_softmax(Z @ W.T + b, axis=1)
+        p = np.exp(lp)
+        g = p - np.eye(K)[y]
+        val = -lp[np.arange(n), y].sum() + 1.0 * (b @ b + (W * W).sum())
+        return val, np.concatenate([g.sum(0) + 2.0 * b, (g.T @ Z + 2.0 * W).ravel()])
+
+    ref = minimize(f, np.zeros(K + K * d), jac=True, method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15,
+                                                                                  "maxiter": 10_000})
+    np.testing.assert_allclose(head.bias, ref.x[:K], atol=1e-4)
+    np.testing.assert_allclose(head.weights, ref.x[K:].reshape(K, d), atol=1e-4)
+
+
+def test_cv_folds_and_each_candidates_choice_are_the_documented_ones():
+    """choose_l2's folds: 5 by default, stratified down to the smallest class (2 examples: 2 folds); choose_features
+    gives each candidate exactly choose_l2's table on its own offsets and grid."""
+    from judge.adaptation.head import choose_features, choose_l2
+
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(3), 10)
+    X = rng.normal(size=(30, 4)) + np.eye(3, 4)[y]
+    S = np.log(np.full((30, 3), 0.2) + 0.6 * np.eye(3)[y])  # an informative zero-shot offset
+    assert choose_l2(X, y, 3)["folds"] == 5
+    assert choose_l2(X[::5], y[::5], 3)["folds"] == 2  # two examples a class: two stratified folds
+    grid = (3.0, 0.3)
+    got = choose_features({"plain": (X, None, None), "offset": (X, S, None)}, y, 3, grid=grid, cv=3)
+    for name, s in (("plain", None), ("offset", S)):
+        want = choose_l2(X, y, 3, scores=s, grid=grid, cv=3)
+        assert got["tables"][name]["grid"] == want["grid"] == [3.0, 0.3]
+        np.testing.assert_allclose(got["tables"][name]["nll"], want["nll"], rtol=0, atol=1e-12)
+    assert got["nll"]["offset"] < got["nll"]["plain"]  # the offset carries the signal
+
+
+def test_a_head_missing_what_its_features_need_is_refused_with_what_is_missing():
+    W, b, m, s = np.zeros((2, 3)), np.zeros(2), np.zeros(3), np.ones(3)
+    with pytest.raises(ValueError, match=r"reads a sentence embedder \(embed block or similarity\) but names none"):
+        LinearHead(W, b, None, m, s, 1.0, blocks=(("embed", 3),)).validate()  # an embed block, no embedder
+    with pytest.raises(ValueError, match=r"label_vectors must be finite, shape \(2, e\), for the similarity offset; "
+                                         r"got None\. Fit again\.$"):
+        LinearHead(W, b, None, m, s, 1.0, similarity_scale=1.0, embedder="minilm").validate()
+    with pytest.raises(ValueError, match=r"got \(3, 4\)\. Fit again\.$"):
+        LinearHead(W, b, None, m, s, 1.0, similarity_scale=1.0, embedder="minilm",
+                   label_vectors=np.ones((3, 4))).validate()
+    import scipy.sparse as sp
+
+    y = np.array([0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"the sparse \(TF-IDF\) features have 3 rows, expected 4: one per text\."):
+        fit_head((np.zeros((4, 2)), sp.csr_matrix(np.ones((3, 7)))), y, 2, l2=1.0)
