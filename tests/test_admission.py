@@ -302,5 +302,6 @@ def test_long_texts_are_refused_after_counting_a_bounded_prefix(decider):
     msg = _refused(_admission(decider, max_state_tokens=300), _systemone({"q": long_q}))
     assert msg.startswith("question 'q' is more than ") and "over the 300-token budget (max_state_tokens); " \
         "shorten its instructions or descriptions." in msg
+    assert "(counted on its first 16384 characters of " in msg, msg  # no space to cut at: the whole first piece
     short = "word " * 3300  # 16,500 characters, about 3,300 tokens: counted in pieces, under both limits
     assert _admit(_admission(decider), _systemone({"q": NOUL}, state=short)).n_state > 3300
