@@ -51,36 +51,30 @@ def classifier(dkey, labels, describe):
     return Classifier({lab: desc[lab] for lab in labels}, label_names=names, describe=describe, progress=False)
 
 
+def cached_prefix(dkey, sel, kind):
+    """A cached feature of ``sel`` (e.g. ``validation64``): its own checkpoint, else the first rows of a larger
+    selection of the same seeded order (``validation200/500/1000``) where those rows are complete; None if neither."""
+    from judge.evaluation import read_checkpoint
+
+    split = sel.rstrip("0123456789")
+    n = int(sel[len(split):] or 0)
+    for m in (n, 200, 500, 1000):
+        f = path("smollm2", dkey, f"{split}{m}", kind)
+        if m >= n and f.exists():
+            x = read_checkpoint(f).scores[:n]
+            if not np.isnan(x).any():
+                return x
+    return None
+
+
 def variant(dkey, sel, describe):
     """(probabilities under the default prior, raw scores, y, label texts) of one variant on one selection."""
     from judge.evaluation import score_with_checkpoint
 
     texts, y, labels, _ = rows(dkey, sel, DATA)
     clf = classifier(dkey, labels, describe)
-    s = None
-    if describe == "name":  # the names' scores of a larger selection of the same seeded order, where cached
-        from judge.evaluation import read_checkpoint
-
-        split, n = sel.rstrip("0123456789"), int(sel[len(sel.rstrip("0123456789")):] or 0)
-        for m in (500, 1000):
-            f = path("smollm2", dkey, f"{split}{m}", "scores")
-            if m >= n and f.exists():
-                ck = read_checkpoint(f)
-                if not np.isnan(ck.scores[:n]).any():
-                    s = ck.scores[:n]
-                    break
     tag = "scores" if describe == "name" else f"describe-{describe}.scores"
-    if s is None and describe != "name":  # the first rows of a larger selection's checkpoint, where already scored
-        from judge.evaluation import read_checkpoint
-
-        split, n = sel.rstrip("0123456789"), int(sel[len(sel.rstrip("0123456789")):] or 0)
-        for m in (200, 500, 1000):
-            f = path("smollm2", dkey, f"{split}{m}", tag)
-            if m > n and f.exists():
-                ck = read_checkpoint(f)
-                if not np.isnan(ck.scores[:n]).any():
-                    s = ck.scores[:n]
-                    break
+    s = cached_prefix(dkey, sel, tag)
     if s is None:
         s = score_with_checkpoint(clf, texts, path("smollm2", dkey, sel, tag), chunk=32)
     return clf.scores_to_proba(s), s, y, clf
@@ -89,19 +83,11 @@ def variant(dkey, sel, describe):
 def embedder_side(dkey, sel, clf, describe):
     """Cosine similarities of the texts to the label texts of a variant: (n, K)."""
     from judge.encoders import SentenceEncoder
-    from judge.evaluation import read_checkpoint
 
-    f = path("smollm2", dkey, sel, "minilm")
-    if f.exists():
-        X = read_checkpoint(f).scores
-    else:  # the prefix of a larger cached selection of the same seeded order (as for the names' scores)
-        split, n = sel.rstrip("0123456789"), int(sel[len(sel.rstrip("0123456789")):] or 0)
-        bigger = [path("smollm2", dkey, f"{split}{m}", "minilm") for m in (500, 1000) if m >= n]
-        found = [g for g in bigger if g.exists()]
-        if not found:
-            raise SystemExit(f"not cached: minilm of {dkey} {sel} (python bench/learning_curve.py cache --what "
-                             f"embed --dkeys {dkey} --sels {sel})")
-        X = read_checkpoint(found[0]).scores[:n]
+    X = cached_prefix(dkey, sel, "minilm")
+    if X is None:
+        raise SystemExit(f"not cached: minilm of {dkey} {sel} (python bench/learning_curve.py cache --what "
+                         f"embed --dkeys {dkey} --sels {sel})")
     texts = clf.compiled_.names  # what the model writes: name, description or both
     L = SentenceEncoder()(texts).astype(np.float64)
     return X @ L.T
