@@ -133,6 +133,19 @@ class CachedScorer:
         self.inner.setup()
         return self
 
+    def close(self) -> None:
+        """Close the SQLite file and the inner scorer."""
+        with self._lock:
+            self._db.close()
+        self.inner.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
     @property
     def tokenizer_(self):
         return self.inner.tokenizer_

@@ -164,7 +164,7 @@ def main(argv=None) -> int:
         for k, q in it.questions.items():
             rows.append({"key": f"{g}/{k}", "p": np.array(list(ans[k].probabilities.values())), "y": _truth_index(q)})
     results["trie-judge"] = {"per_question": _metrics(rows), "ms_per_item": 1000 * float(np.mean(times)),
-                             "engine": type(d.engine_).__name__}
+                             "engine": type(d.scorer_).__name__}
     print(f"  trie-judge done: {results['trie-judge']['ms_per_item']:.0f} ms/item", file=sys.stderr, flush=True)
 
     if a.calibration_n:

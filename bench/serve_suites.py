@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     work = Path(a.workdir or tempfile.mkdtemp(prefix="judge-serve-suites-"))
     work.mkdir(parents=True, exist_ok=True)
     rec = {"benchmark": "serve_suites", "model": decider.model_name,
-           "engine": type(decider.engine_).__module__ + "." + type(decider.engine_).__name__,
+           "engine": type(decider.scorer_).__module__ + "." + type(decider.scorer_).__name__,
            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "settings": vars(a)}
     with serving(argparse.Namespace(server_process=False, max_wait_ms=5.0), decider) as (url, _):
         rec["sys1bench"] = run_sys1bench(url, a.generators.split(","), a.n, set(a.framings.split(",")), a.perms,

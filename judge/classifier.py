@@ -39,6 +39,7 @@ from judge._errors import NotCalibratedError
 from judge._math import softmax
 from judge.automaton.trie import as_label_list, validate_labels
 from judge.calibration.estimator import CalibratedMixin, check_prior
+from judge.engine.protocol import Closing
 from judge.inspection import InspectionMixin
 from judge.prompts import PromptTemplate, label_names_for
 
@@ -51,7 +52,7 @@ _PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "d
            "backend")
 
 
-class Classifier(CalibratedMixin, InspectionMixin):
+class Classifier(Closing, CalibratedMixin, InspectionMixin):
     """Zero-shot classification with any causal LM, one of ``labels`` by construction.
 
     Parameters
@@ -294,6 +295,20 @@ class Classifier(CalibratedMixin, InspectionMixin):
         self._setup()
         return self
 
+    def close(self) -> None:
+        """Release the scorer (model, caches, a vLLM engine's processes) and the compiled labels;
+        idempotent (fitted state kept). A context manager too:
+
+        >>> from judge.testing import tiny_pair
+        >>> with Classifier(["yes", "no"], *tiny_pair()[:1], tokenizer=tiny_pair()[1]) as clf: _ = clf.predict(["?"])
+        >>> "engine_" in vars(clf)
+        False
+        """
+        with self._lock:
+            engine = self.__dict__.pop("engine_", None)
+            object.__setattr__(self, "_compiled", None)
+        engine is None or engine.close()
+
     def _setup(self):
         c = self._compiled
         if c is not None:
@@ -305,7 +320,6 @@ class Classifier(CalibratedMixin, InspectionMixin):
 
     def _compile(self):
         from judge.scorers import compile_labels
-
         c = compile_labels(self, self.__dict__.get("engine_"))
         object.__setattr__(self, "engine_", c.engine)
         return c

@@ -10,20 +10,54 @@ Nothing here knows about tokenizers or labels; :mod:`judge.automaton.trie` does.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import threading
+
 import numpy as np
 
-try:  # pragma: no cover - exercised implicitly
-    from numba import njit as _njit
+#: numba is importable (a declared dependency). It is imported only when the first kernel runs:
+#: ``import judge`` loads neither numba nor llvmlite, so a process that imports judge and never
+#: builds an automaton (a vLLM worker re-importing a user's script, say) does not carry them.
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
-    def njit(f):
-        return _njit(cache=True, nogil=True)(f)
+_PENDING: dict = {}  # name -> the Python function of each kernel not compiled yet
+_COMPILE_LOCK = threading.Lock()
 
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover
-    HAVE_NUMBA = False
 
-    def njit(f):
-        return f
+def _compile_all() -> None:
+    """Swap every kernel in the module for its numba dispatcher (compiled or loaded from the
+    on-disk cache on its first call, as before), or for the plain function without numba. All at
+    once: a kernel calling another finds its dispatcher among the module's globals."""
+    with _COMPILE_LOCK:
+        if not _PENDING:
+            return
+        if HAVE_NUMBA:
+            from numba import njit as _njit
+
+            compiled = {name: _njit(cache=True, nogil=True)(f) for name, f in _PENDING.items()}
+        else:  # pragma: no cover
+            compiled = dict(_PENDING)
+        globals().update(compiled)
+        _PENDING.clear()
+
+
+class _Lazy:
+    """Stands for a kernel until the first kernel call compiles them all (see :func:`_compile_all`)."""
+
+    def __init__(self, f):
+        functools.update_wrapper(self, f)
+        self._name = f.__name__
+
+    def __call__(self, *args):
+        _compile_all()
+        return globals()[self._name](*args)
+
+
+def njit(f):
+    """Mark ``f`` as a kernel: compiled with numba (``cache=True, nogil=True``) on first use."""
+    _PENDING[f.__name__] = f
+    return _Lazy(f)
 
 
 _BITS32 = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
@@ -688,6 +722,7 @@ def fill_rows(tab, nodes, bitmask):  # noqa: F811 - replaces itself on the first
     """
     global fill_rows
     if HAVE_NUMBA and not _jit_disabled():
+        from numba import njit as _njit
         from numba import types as T
 
         tab_t = T.Array(T.int32, 1, "C", readonly=True)

@@ -43,6 +43,7 @@ Examples
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import threading
@@ -51,7 +52,7 @@ from collections import OrderedDict
 import numpy as np
 
 from judge.backends._vllm_front import check_classifier, front, import_vllm, model_path
-from judge.engine.protocol import Item
+from judge.engine.protocol import Closing, Item
 
 __all__ = ["VLLMScorer", "PROCESSOR", "LABELS_KEY", "logits_processor_class", "automaton_cache_info",
            "check_classifier"]
@@ -65,8 +66,29 @@ _CACHE_BYTES = 2 << 30  # and at most this much automaton memory
 _AUTOMATA: OrderedDict = OrderedDict()  # (vocabulary id, labels) -> TrieAutomaton
 _STATS = {"compiled": 0, "hits": 0}
 _LOCK = threading.Lock()
-_ENGINES: dict = {}  # (model, tokenizer, engine arguments) -> vllm.LLM: one engine per setting per process
+_ENGINES: dict = {}  # (model, tokenizer, engine arguments) -> [vllm.LLM, scorers using it]: one per setting
 _ENGINES_LOCK = threading.Lock()
+
+
+def _shutdown(llm) -> None:
+    """Stop a vLLM engine's core process and its workers (vLLM's own ``engine_core.shutdown``)."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if core is not None and hasattr(core, "shutdown"):
+        core.shutdown()
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    """At interpreter exit, stop every engine still open (registered after multiprocessing's own
+    exit handler, so it runs first: the engine processes are stopped before anything joins them)."""
+    with _ENGINES_LOCK:
+        engines = [e[0] for e in _ENGINES.values()]
+        _ENGINES.clear()
+    for llm in engines:
+        try:
+            _shutdown(llm)
+        except Exception:  # noqa: BLE001 - exiting anyway; one failed stop must not keep the others
+            pass
 
 
 # ----------------------------------------------------------------------------- logits processor
@@ -256,7 +278,7 @@ def __getattr__(name: str):
 
 # ----------------------------------------------------------------------------- the scorer
 
-class VLLMScorer:
+class VLLMScorer(Closing):
     """The :class:`~judge.engine.Scorer` protocol answered by a vLLM engine (prompt log-probabilities).
 
     Stores its arguments; vLLM is imported and the engine started on first use (:meth:`setup`).
@@ -348,8 +370,9 @@ class VLLMScorer:
             key = (path, tok_path, repr(sorted(kw.items())))
             with _ENGINES_LOCK:  # scorers with the same settings share one engine (a GPU holds one)
                 if key not in _ENGINES:
-                    _ENGINES[key] = LLM(model=path, tokenizer=tok_path, **kw)
-                self.llm_ = _ENGINES[key]
+                    _ENGINES[key] = [LLM(model=path, tokenizer=tok_path, **kw), 0]
+                _ENGINES[key][1] += 1
+                self.llm_, self._key = _ENGINES[key][0], key
             self._front = fr
             self.tokenizer_, self.vocab_, self.end_id_ = fr.tokenizer_, fr.vocab_, fr.end_id_
             self.model_, self.dtype_ = fr.model_, kw["dtype"]
@@ -358,6 +381,33 @@ class VLLMScorer:
             self.max_model_len_ = int(engine.model_config.max_model_len)
             self._ready = True
         return self
+
+    def close(self) -> None:
+        """Let go of the vLLM engine; the last scorer using it stops its processes (idempotent).
+
+        Scorers with the same settings share one engine; it is shut down when the last of them
+        closes, and at interpreter exit for any still open. A script that uses vLLM needs the
+        ``if __name__ == "__main__":`` guard (vLLM spawns its workers by re-importing the script).
+
+        Examples
+        --------
+        >>> VLLMScorer().close()          # never set up: nothing to release
+        """
+        with self._lock:
+            if not self._ready:
+                return
+            llm = None
+            with _ENGINES_LOCK:
+                entry = _ENGINES.get(self._key)
+                if entry is not None and entry[0] is self.llm_:
+                    entry[1] -= 1
+                    if entry[1] <= 0:
+                        llm = _ENGINES.pop(self._key)[0]
+            for name in ("llm_", "_front", "tokenizer_", "vocab_", "model_"):
+                self.__dict__.pop(name, None)
+            self._ready = False
+        if llm is not None:
+            _shutdown(llm)
 
     # --------------------------------------------------------------- tokenization
     def encode(self, pieces, *, add_special_tokens=False) -> list[int]:

@@ -66,12 +66,13 @@ from judge.decisions.questions import (
     check_questions,
 )
 from judge.decisions.setup import build_scorer, model_name_of, resolve_styles
+from judge.engine.protocol import Closing
 
 __all__ = ["Decider"]
 
 
 
-class Decider:
+class Decider(Closing):
     """Answer typed questions about a state with a causal LM.
 
     Parameters
@@ -170,17 +171,17 @@ class Decider:
                                         self.device)
         return self._scorer
 
-    @property
-    def engine_(self):
-        """The former name of `scorer_`.
+    def close(self) -> None:
+        """Release the scorer this Decider built (one passed in stays the caller's); idempotent.
 
-        Examples
-        --------
-        >>> d = Decider()
-        >>> d.engine_ is d.scorer_
-        True
+        >>> from judge.testing import tiny_pair
+        >>> with Decider(*tiny_pair()) as d: _ = d.tokenizer_
+        >>> "_scorer" in vars(d)
+        False
         """
-        return self.scorer_
+        scorer = self.__dict__.pop("_scorer", None)
+        if scorer is not None and scorer is not self.scorer and scorer is not self.engine:
+            scorer.close()
 
     @property
     def tokenizer_(self):

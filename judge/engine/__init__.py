@@ -27,8 +27,8 @@ from judge.engine.engine import Engine, EngineCheckWarning
 from judge.engine.forest import Forest, Slot, ancestors, row_mask
 from judge.engine.masks import mask_plan, native_gqa
 from judge.engine.options import OptionTrie
-from judge.engine.protocol import Item, Query, Scorer
+from judge.engine.protocol import Closing, Item, Query, Scorer
 from judge.engine.search import SearchResult
 
-__all__ = ["Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "SearchResult", "Slot",
+__all__ = ["Closing", "Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "SearchResult", "Slot",
            "ancestors", "left_pad", "mask_plan", "native_gqa", "row_mask"]

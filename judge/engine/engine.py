@@ -47,7 +47,7 @@ from judge._math import cache_keyword
 from judge.engine.fallback import score_fallback
 from judge.engine.masks import mask_plan
 from judge.engine.passes import default_max_logits, model_context, plan_passes, tree_pass
-from judge.engine.protocol import Item
+from judge.engine.protocol import Closing, Item
 
 __all__ = ["Engine", "EngineCheckWarning"]
 
@@ -67,7 +67,7 @@ class EngineCheckWarning(UserWarning):
     """
 
 
-class Engine:
+class Engine(Closing):
     """A causal LM that scores options after prompts, exactly, many at once.
 
     Parameters
@@ -340,6 +340,27 @@ class Engine:
             del self._roots[next(iter(self._roots))]
         self._roots[ids] = kv
         return ids, kv
+
+    def close(self) -> None:
+        """Release the model, tokenizer and cached keys/values this engine holds (idempotent).
+
+        A model object passed in stays the caller's (only this engine's references are dropped);
+        the next call sets the engine up again.
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> eng = Engine(*tiny_pair()).setup()
+        >>> eng.close(); hasattr(eng, "model_")
+        False
+        """
+        with self._lock:
+            for name in ("model_", "tokenizer_", "vocab_"):
+                self.__dict__.pop(name, None)
+            self._roots.clear()
+            self._option_cache.clear()
+            self._root_fed = 0
+            self._ready = False
 
     def set_root(self, ids) -> None:
         """Cache the key/values of ``ids`` (the shared instructions) for later :meth:`score` calls."""

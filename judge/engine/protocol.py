@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Query", "Item", "Scorer"]
+__all__ = ["Query", "Item", "Scorer", "Closing"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,36 @@ class Scorer(Protocol):
 
     def score_items(self, items, *, root=(), batch_size: int = 8, progress=None, pack: int = 1) -> list:
         """Like :meth:`score`, for token-level :class:`Item` s."""
+
+    def close(self) -> None:
+        """Release what :meth:`setup` acquired (a model, caches, a vLLM engine and its processes).
+
+        Idempotent; a later call sets the scorer up again. Every scorer is also a context manager
+        (:class:`Closing`): ``with Engine(...) as scorer:`` closes it at the end of the block."""
+
+
+class Closing:
+    """``close()`` at the end of a ``with`` block: the context manager of scorers and their owners.
+
+    Subclasses define :meth:`close`.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine, Query
+    >>> from judge.testing import tiny_pair
+    >>> with Engine(*tiny_pair()) as eng:
+    ...     eng.score([Query((("Sky colour:", False),), (" blue", " green"))])[0].shape
+    (2,)
+    >>> hasattr(eng, "model_")             # released when the block ended
+    False
+    """
+
+    def close(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False

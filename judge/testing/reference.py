@@ -102,6 +102,16 @@ class Reference:
         """Nothing to load (the model is given); returns self."""
         return self
 
+    def close(self) -> None:
+        """Nothing to release: the model and tokenizer were given and stay the caller's."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
     # ------------------------------------------------------------------ tokenization
     def encode(self, pieces, *, add_special_tokens: bool = False) -> list[int]:
         """The prompt's token ids: control tokens only where the template wrote them.
