@@ -88,7 +88,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
     describe : {"auto", "name", "description", "both"}
         What the model writes for a described label: its name, its description, or
         ``name: description``. ``auto`` is :data:`judge.prompts.AUTO_DESCRIBE`, ``"name"``: chosen on
-        the four validation splits (mean accuracy 44.9% names, 43.3% descriptions, 38.3% both), with
+        the four validation splits (mean accuracy 44.9% names, 43.4% descriptions, 38.3% both), with
         a warning, so that descriptions are never dropped silently.
     batch_size : int
         Texts per forward pass.
@@ -241,7 +241,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
             warnings.warn(
                 "Classifier got label descriptions; describe='auto' has the model score the label names (chosen on "
                 "the four validation splits, where descriptions lowered the model's mean accuracy from 44.9% to "
-                "43.3%; they helped on Banking77 and CLINC150, hurt on TREC). Pass describe='description' or "
+                "43.4%; they helped on Banking77 and CLINC150, hurt on TREC). Pass describe='description' or "
                 "'both' to score them, or describe='name' to silence this.", UserWarning, stacklevel=2)
 
     def __setattr__(self, name, value):

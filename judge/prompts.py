@@ -38,7 +38,7 @@ _SENTINEL = "\x00JUDGE_TEXT\x00"
 #: What the model writes for a label with a description (``Classifier({label: description}, describe=...)``).
 DESCRIBE = ("auto", "name", "description", "both")
 #: ``describe="auto"``: chosen on the validation splits (bench/descriptions.py select, 64 texts each; mean accuracy
-#: of the model, uncalibrated: names 44.9%, descriptions 43.3%, both 38.3%; see the README).
+#: of the model, uncalibrated: names 44.9%, descriptions 43.4%, both 38.3%; see the README).
 AUTO_DESCRIBE = "name"
 
 
