@@ -181,6 +181,8 @@ def _scratch(repo: Path, name: str, mod: Module, workdir: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for part in ("judge", "tests"):
         shutil.copytree(repo / part, dest / part, ignore=ignore)
+    if (repo / "conftest.py").exists():  # the doctests' collection rules
+        shutil.copy2(repo / "conftest.py", dest / "conftest.py")
     selection = [t for t in mod.tests if (repo / t.split("::")[0]).exists()]
     selection += [mod.path] + [f"--deselect={d}" for d in mod.deselect]
     # the wider property tests' profile, where the tests define it (an older checkout may not)

@@ -34,7 +34,6 @@ def test_import_judge_loads_no_numba():
 def test_kernels_compile_on_first_use_and_agree():
     from judge.automaton import _kernels as K
     from judge.automaton.trie import TrieAutomaton
-
     from judge.automaton.vocab import Vocabulary
 
     auto = TrieAutomaton.build(["alpha", "alpine", "beta"], Vocabulary.from_tokenizer(tiny_pair()[1]))
@@ -93,10 +92,10 @@ def test_decider_closes_only_the_scorer_it_built():
     model, tok = tiny_pair()
     given = Engine(model, tok)
     d = Decider(scorer=given)
-    d.tokenizer_
+    assert d.tokenizer_ is tok
     d.close()
     assert hasattr(given, "model_")  # the caller's scorer is left open
     with Decider(model, tok) as d2:
         built = d2.scorer_
-        d2.tokenizer_
+        assert d2.tokenizer_ is tok
     assert not hasattr(built, "model_")

@@ -31,7 +31,7 @@ import sys
 
 from judge.cli import batch, bench, calibrate, evaluate, fit, predict, serve
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "command_help"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.command, args.func.__module__
     ('predict', 'judge.cli.predict')
     """
+    return _parser_and_commands()[0]
+
+
+def _parser_and_commands():
     p = argparse.ArgumentParser(prog="judge", description="Zero-shot classification with a causal LM over a label trie.")
     sub = p.add_subparsers(dest="command", required=True)
     predict.add_parser(sub)
@@ -52,7 +56,37 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     serve.add_parsers(sub)  # integrations at the edge: FastAPI / Ray are imported only when run
     batch.add_parser(sub)
-    return p
+    return p, sub.choices
+
+
+def command_help(width: int = 100) -> dict[str, str]:
+    """Each command's ``--help`` text, ``{"judge": ..., "judge predict": ..., ...}`` in parser order.
+
+    What the documentation's command-line reference is built from, so it never drifts from the parsers.
+
+    Examples
+    --------
+    >>> helps = command_help()
+    >>> list(helps)[:3]
+    ['judge', 'judge predict', 'judge calibrate']
+    >>> "--labels" in helps["judge predict"]
+    True
+    """
+    import os
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)  # argparse wraps to the terminal's width: fix it
+    try:
+        parser, commands = _parser_and_commands()
+        out = {"judge": parser.format_help()}
+        for name, sub in commands.items():
+            out[f"judge {name}"] = sub.format_help()
+        return out
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
 
 
 def main(argv=None) -> int:

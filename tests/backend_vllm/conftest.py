@@ -12,21 +12,13 @@ CPU worker then fails to start once numba is imported: its kernel-override scan 
 from __future__ import annotations
 
 import importlib.util
-import os
-import sys
 
 import pytest
 
 if importlib.util.find_spec("vllm") is None:  # the main environment: this suite is not collected
     collect_ignore_glob = ["test_*.py"]
-else:
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB of KV cache on CPU
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # lets a test read the logits processor's compile counts in vLLM's worker (collective_rpc of a function)
-    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
-    # numba's on-disk cache beside the sources is shared with the main environment's (another numba
-    # version): keep this environment's apart, or each suite recompiles the automaton's kernels
-    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(sys.prefix, "numba-cache"))
+# (vLLM's settings for the tests, the KV cache size on CPU among them, are in the repository's
+# conftest.py: the vLLM backend's doctests need them too)
 
 TINY_BLOCK = 32  # the CPU attention backend's smallest block size (a multiple of 32)
 
