@@ -33,6 +33,7 @@ from judge.decisions import (
     calibrate_decisions,
     choice_confidence,
     is_opaque_id,
+    plan_question,
     question_from_wire,
     render_value,
     score_confidence,
@@ -90,6 +91,11 @@ def test_render_value_is_canonical():
     assert render_value({"x": 1, "y": 2}) == render_value({"y": 2, "x": 1})
     with pytest.raises(DecisionError, match="finite numbers"):
         render_value({"x": float("nan")})
+    # the error names the type of the value that could not be written
+    with pytest.raises(DecisionError, match=r"Cannot render dict value \{'x': nan\} as text"):
+        render_value({"x": float("nan")})
+    with pytest.raises(DecisionError, match=r"Cannot render set value \{1\} as text"):
+        render_value({1})
 
 
 def test_prompt_hides_ids_and_lists_options_sorted(decider, listed):
@@ -213,6 +219,37 @@ def test_reference_confidence_formulas_by_hand():
     # n=4: D = (1.5+0.5+0.5+1.5)/4 = 1; mode 0; spread = 0.3*1 + 0.2*2 + 0.1*3 = 1.0 -> 0
     assert score_confidence(np.array([0.4, 0.3, 0.2, 0.1])) == pytest.approx(0.0)
     assert score_confidence(np.array([0.0, 0.0, 1.0])) == 1.0
+
+
+def test_reference_confidences_stay_in_the_unit_interval():
+    # probabilities a rounding error off (max p just above 1, or a total just under 1): still in [0, 1]
+    eps = 2.0 ** -52
+    assert choice_confidence(np.array([1.0 + eps, -eps])) == 1.0
+    assert choice_confidence(np.array([1.0 + 4 * eps, 0.0, -4 * eps])) == 1.0
+    assert choice_confidence(np.array([0.3, 0.3, 0.3])) == 0.0
+    assert score_confidence(np.array([0.0, 1.0 + eps, -eps])) == 1.0
+
+
+def test_wire_form_of_each_answer_type():
+    legend = {"0": "Calm", "1": "Angry"}
+    score = Answer("score", {"0": 0.25, "1": 0.75}, score=0.75, legend=legend, confidence=0.5, scored="level numbers")
+    assert score.to_wire() == {"type": "score", "score": 0.75, "legend": legend,
+                               "probabilities": {"0": 0.25, "1": 0.75}, "confidence": 0.5}
+    assert score.to_wire(extensions=True) == {**score.to_wire(), "x_option_mass": 1.0, "x_calibrated": False,
+                                              "x_path": "listed", "x_bias": None, "x_scored": "level numbers"}
+    choice = Answer("choice", {"a": 0.75, "b": 0.25}, choice="a", confidence=0.5)
+    assert choice.to_wire() == {"type": "choice", "choice": "a", "probabilities": {"a": 0.75, "b": 0.25},
+                                "confidence": 0.5}
+    # a fitted profile's answer says so, among the extensions only
+    fitted = Answer("choice", {"a": 0.75, "b": 0.25}, choice="a", confidence=0.5, fitted=True, calibrated=False)
+    assert fitted.to_wire() == choice.to_wire()
+    assert fitted.to_wire(extensions=True)["x_fitted"] is True
+    assert "x_fitted" not in choice.to_wire(extensions=True)
+    noul = Answer("noul", {"true": 0.8, "false": 0.2}, noul=0.8, fitted=True, scored="yes/no spellings",
+                  spellings={"true": [" Yes"], "false": [" No"]})
+    assert noul.to_wire(extensions=True) == {
+        "type": "noul", "noul": 0.8, "x_option_mass": 1.0, "x_calibrated": False, "x_path": "listed", "x_bias": None,
+        "x_scored": "yes/no spellings", "x_fitted": True, "x_yes_spellings": [" Yes"], "x_no_spellings": [" No"]}
 
 
 # ----------------------------------------------------------------------------- isolation
@@ -367,6 +404,13 @@ def test_1000_listed_options(tiny_llama, listed):
     (lambda: Score(["x"] * 11), "2 to 10 levels, got 11"),
     (lambda: Score(["low", None]), "Score level 1 must be a string"),
     (lambda: YesNo(5), "YesNo instructions must be a string, a JSON object or a JSON array, got int 5"),
+    (lambda: YesNo("?", true=5), "YesNo true description must be a string, .* got int 5"),
+    (lambda: YesNo("?", false=b"no"), "YesNo false description must be a string, .* got bytes"),
+    (lambda: Choice({"a": 5, "b": None}), "The description of option 'a' must be a string, .* got int 5"),
+    (lambda: Choice({"a": None, "b": {"x": float("inf")}}), "Cannot render dict value"),
+    (lambda: Score(["low", 2.5]), "Score level 1 must be a string, .* got float"),
+    (lambda: Score(["low", "high"], instructions=3), "Score instructions must be a string"),
+    (lambda: Choice(["a", "b"], instructions=3), "Choice instructions must be a string"),
 ])
 def test_bad_questions_say_what_and_how(make, match):
     with pytest.raises(DecisionError, match=match):
@@ -624,6 +668,58 @@ def test_what_is_scored_for_each_option(tiny_llama):
     assert Decider(model, tok, style=PromptStyle()).plan("x", Score(["calm", "angry"])).surfaces == (" calm", " angry")
     assert Decider(model, tok, style=PromptStyle(answer="name")).plan("x", Score(["calm", "angry"])).surfaces == \
         (" 0", " 1")
+
+
+def _asked(plan) -> str:
+    """What a plan asks after the state: the question, the listed answers, the cue."""
+    return "".join(t for t, _ in plan.question)
+
+
+def test_yes_no_answers_are_listed_when_they_carry_a_meaning():
+    plain = PromptStyle(listed=False)
+    # no descriptions and an unlisted style: nothing listed
+    p = plan_question(None, "x", YesNo("Refund?"), plain)
+    assert not p.listed and _asked(p) == "\n\nQuestion: Refund?\n\nAnswer:"
+    # a description of either side: always listed, beside its answer
+    p = plan_question(None, "x", YesNo("Refund?", true="They ask for money back"), plain)
+    assert p.listed and _asked(p) == "\n\nQuestion: Refund?\n\nAnswers:\n- Yes: They ask for money back\n- No\n\nAnswer:"
+    p = plan_question(None, "x", YesNo("Refund?", false="They only ask a question"), plain)
+    assert p.listed and _asked(p) == "\n\nQuestion: Refund?\n\nAnswers:\n- Yes\n- No: They only ask a question\n\nAnswer:"
+    p = plan_question(None, "x", YesNo("Refund?", true={"means": "money back"}, false="no"), plain)
+    assert '\n- Yes: {"means":"money back"}\n- No: no\n' in _asked(p)
+    # a listing style lists them without descriptions too; the scored spellings never change
+    p = plan_question(None, "x", YesNo("Refund?"), PromptStyle(listed=True))
+    assert p.listed and "\n\nAnswers:\n- Yes\n- No\n\nAnswer:" in _asked(p)
+    assert p.scored == "yes/no spellings" and p.surfaces == (" Yes", " yes", "Yes", "yes", " No", " no", "No", "no")
+
+
+@pytest.mark.parametrize("answer, descriptions, surfaces, listing, scored", [
+    ("name", True, (" 0", " 1", " 2"), "Answers (a level from 0 to 2, low to high):\n- 0: Calm\n- 1: Frustrated\n- 2: Very angry",
+     "level numbers"),
+    ("name", False, (" 0", " 1", " 2"), "Answers (a level from 0 to 2, low to high):\n- 0\n- 1\n- 2", "level numbers"),
+    ("description", True, (" Calm", " Frustrated", " Very angry"),
+     "Answers (low to high):\n- Calm\n- Frustrated\n- Very angry", "level descriptions"),
+    ("both", True, (" 0: Calm", " 1: Frustrated", " 2: Very angry"),
+     "Answers (low to high):\n- 0: Calm\n- 1: Frustrated\n- 2: Very angry", "level numbers and descriptions"),
+])
+def test_score_levels_listed_and_scored_as_the_style_says(answer, descriptions, surfaces, listing, scored):
+    q = Score(["Calm", "Frustrated", "Very angry"], "How frustrated?")
+    p = plan_question(None, "x", q, PromptStyle(listed=True, descriptions=descriptions, answer=answer))
+    assert p.surfaces == surfaces and p.order == (0, 1, 2) and p.scored == scored and p.listed
+    assert _asked(p) == f"\n\nQuestion: How frustrated?\n\n{listing}\n\nAnswer:"
+    # unlisted: the same surfaces, nothing listed
+    u = plan_question(None, "x", q, PromptStyle(listed=False, descriptions=descriptions, answer=answer))
+    assert u.surfaces == surfaces and u.scored == scored and not u.listed
+    assert _asked(u) == "\n\nQuestion: How frustrated?\n\nAnswer:"
+
+
+def test_plan_without_drops_only_the_surfaces():
+    # (the decider drops the spellings a tokenizer writes alike; the prompt and what was scored stay)
+    for q in (YesNo("Refund?"), Score(["Calm", "Angry"]), Choice({"billing": "Charges", "fraud": None})):
+        p = plan_question(None, "I was charged twice", q, PromptStyle(listed=True))
+        w = p.without([1])
+        assert w.surfaces == p.surfaces[:1] + p.surfaces[2:] and w.order == p.order[:1] + p.order[2:]
+        assert (w.pieces, w.listed, w.head, w.question, w.scored) == (p.pieces, p.listed, p.head, p.question, p.scored)
 
 
 def test_opaque_ids_whose_descriptions_collide_are_refused_by_name(tiny_llama):

@@ -401,3 +401,38 @@ def test_fill_bitmask_fast_and_checked_paths_agree():
         auto.fill_bitmask(np.array([0, -1], np.int64), as32)
     with pytest.raises(TypeError, match=r"Invalid bitmask: expected a 2-D int32 array"):
         auto.fill_bitmask(nodes, fast.astype(np.float32))
+
+
+def test_an_accepting_state_allows_nothing(monkeypatch):
+    """After a label's end token the answer is over: no token is allowed, by any of the ways to ask."""
+    v = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"c", b""], end_token_ids=[4])
+    auto = TrieAutomaton.build(["ab", "ac"], v)
+    # next() must answer an accepting state itself: the edge table has rows for trie nodes only. The kernel's
+    # Python twin checks its bounds, so a lookup past the table is an IndexError here, not a read of stray memory.
+    monkeypatch.setattr(K, "next_state", getattr(K.next_state, "py_func", K.next_state))
+    done = auto.next(auto.next(auto.root, 2), 4)  # "ab", then the end token
+    assert auto.is_accepting(done) and auto.label_at(done) == 0
+    for s in range(auto.n_nodes, auto.n_states):  # every accepting state, the first one included
+        allowed = auto.allowed(s)
+        assert allowed.dtype == np.int32 and allowed.size == 0
+        assert auto.allowed_mask(s).tolist() == [False] * v.size
+        assert [auto.next(s, t) for t in range(v.size)] == [-1] * v.size
+        m = np.full((1, 1), -1, np.int32)
+        auto.fill_bitmask([s], m)
+        assert m.tolist() == [[0]]
+
+
+def test_fill_bitmask_reads_any_shape_of_states_and_refuses_an_invalid_first_row():
+    v = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"c", b""], end_token_ids=[4])
+    auto = TrieAutomaton.build(["ab", "ac"], v)
+    a = auto.next(auto.root, 0)
+    want = np.zeros((3, 1), np.int32)
+    auto.fill_bitmask(np.array([auto.root, a, auto.n_nodes], np.int64), want)
+    assert want[:, 0].tolist() == [0b101, 0b1010, 0]  # root: a, ab; after "a": b, c; accepting: nothing
+    for nodes in ([[auto.root], [a], [auto.n_nodes]], np.array([[auto.root], [a], [auto.n_nodes]], np.int64)):
+        m = np.full((3, 1), -1, np.int32)
+        auto.fill_bitmask(nodes, m)  # a column of states: read in order, as a flat list
+        np.testing.assert_array_equal(m, want)
+    for nodes in (np.array([auto.n_states, 0], np.int64), [auto.n_states], np.array([-1], np.int32)):
+        with pytest.raises(IndexError, match=r"Invalid automaton state -?\d+ in row 0"):
+            auto.fill_bitmask(nodes, np.zeros((2, 1), np.int32))
