@@ -31,10 +31,18 @@ NEEDS = {"judge.backends.vllm.VLLMScorer": _VLLM,
          "judge.backends.vllm.logits_processor_class": _VLLM}
 
 
+#: doctests that start a local Ray cluster and actors (1-2 minutes each on a loaded 2-core machine):
+#: run with ``-m slow``; tests/test_distributed.py covers the same calls in the default run
+SLOW = {"judge.distributed.data.classify_dataset", "judge.distributed.data.classify_files",
+        "judge.distributed.data.decide_dataset", "judge.distributed.data.read_inputs"}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if type(item).__name__ != "DoctestItem":
             continue
+        if item.name in SLOW:
+            item.add_marker(pytest.mark.slow)
         needs, where = NEEDS.get(item.name, (None, None))
         if needs is not None and importlib.util.find_spec(needs) is None:
             item.add_marker(pytest.mark.skip(reason=f"{item.name} needs {needs}: its examples run in {where}"))

@@ -197,11 +197,17 @@ def classify_dataset(ds, *, labels=None, model=None, classifier_dir=None, text_c
 
     Examples
     --------
-    >>> import ray                                                                # doctest: +SKIP
-    >>> ds = ray.data.from_items([{"id": 0, "text": "I was charged twice"}])     # doctest: +SKIP
-    >>> out = classify_dataset(ds, labels=["refund", "card_arrival"], actors=2)   # doctest: +SKIP
-    >>> out.take(1)[0]["label"]                                                   # doctest: +SKIP
-    'refund'
+    On a local Ray cluster, with a tiny saved model (give yours: a hub id or a folder; None is the
+    packaged model):
+
+    >>> import ray
+    >>> from judge.testing import tiny_model_dir
+    >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    >>> ds = ray.data.from_items([{"id": 0, "text": "I was charged twice"}])
+    >>> out = classify_dataset(ds, labels=["refund", "card_arrival"], model=tiny_model_dir(), actors=1)
+    >>> row = out.take(1)[0]
+    >>> row["id"], row["label"] in ("refund", "card_arrival"), len(row["probabilities"])
+    (0, True, 2)
     """
     ray_module()
     if (labels is None) == (classifier_dir is None):
@@ -254,8 +260,11 @@ def read_inputs(inputs):
 
     Examples
     --------
-    >>> read_inputs(["tickets.csv", "more/"]).columns()      # doctest: +SKIP
-    ['id', 'text', 'source']
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "tickets.csv").write_text("id,text\\n0,I was charged twice\\n")
+    >>> read_inputs([folder / "tickets.csv"]).columns()
+    ['id', 'text']
     """
     from judge.io import expand_inputs
 
@@ -300,8 +309,14 @@ def classify_files(inputs, output_dir, **options) -> Path:
 
     Examples
     --------
-    >>> classify_files(["tickets.csv"], "out/", labels=["refund", "other"], actors=2)   # doctest: +SKIP
-    PosixPath('out')
+    >>> import pathlib, tempfile
+    >>> from judge.testing import tiny_model_dir
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "tickets.csv").write_text("id,text\\n0,I was charged twice\\n1,Where is my card?\\n")
+    >>> out = classify_files([folder / "tickets.csv"], folder / "out", labels=["refund", "other"],
+    ...                      model=tiny_model_dir(), actors=1)
+    >>> out == folder / "out", sum(1 for _ in out.glob("*.parquet")) >= 1
+    (True, True)
     """
     out = Path(output_dir).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -378,10 +393,14 @@ def decide_dataset(ds, questions: Mapping[str, Any], *, state_column: str = "sta
 
     Examples
     --------
+    >>> import ray
     >>> from judge.decisions import YesNo
-    >>> out = decide_dataset(ds, {"refund": YesNo("Does the customer want a refund?")})   # doctest: +SKIP
-    >>> out.take(1)[0]["refund"]                                                          # doctest: +SKIP
-    0.83
+    >>> from judge.testing import tiny_model_dir
+    >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    >>> ds = ray.data.from_items([{"state": "I was charged twice, please give my money back"}])
+    >>> out = decide_dataset(ds, {"refund": YesNo("Does the customer want a refund?")}, model=tiny_model_dir())
+    >>> 0.0 <= out.take(1)[0]["refund"] <= 1.0      # P(yes)
+    True
     """
     ray_module()
     from judge.decisions import check_questions

@@ -52,6 +52,9 @@ def build_app(model=None, *, replicas: int = 1, calibration=None, config=None, n
 
     Examples
     --------
+    Not run here (+SKIP): it starts Ray Serve replicas that serve until shut down
+    (tests/test_distributed.py starts and stops them).
+
     >>> from ray import serve
     >>> serve.run(build_app(replicas=2), route_prefix="/")     # doctest: +SKIP
     """
@@ -109,6 +112,8 @@ def serve_app(model=None, *, replicas: int = 1, host: str = "127.0.0.1", port: i
 
     Examples
     --------
+    Not run here (+SKIP): it serves until interrupted (tests/test_distributed.py serves and stops).
+
     >>> serve_app(replicas=2, port=8009)       # doctest: +SKIP
     >>> # curl -X POST http://127.0.0.1:8009/v1/systemone -d '{...}'
     """

@@ -21,7 +21,13 @@ True
 """
 
 from judge.testing.generators import icd_codes, phrases, prefix_labels, tool_names, unicode_labels
-from judge.testing.models import ARCHITECTURES, SLIDING_ARCHITECTURES, tiny_model, tiny_pair
+from judge.testing.models import (
+    ARCHITECTURES,
+    SLIDING_ARCHITECTURES,
+    tiny_model,
+    tiny_model_dir,
+    tiny_pair,
+)
 from judge.testing.reference import (
     Reference,
     classifier_reference,
@@ -40,6 +46,7 @@ __all__ = [
     "reference_logprobs",
     "reference_logprobs_ids",
     "tiny_model",
+    "tiny_model_dir",
     "tiny_pair",
     "tool_names",
     "unicode_labels",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-__all__ = ["ARCHITECTURES", "SLIDING_ARCHITECTURES", "tiny_model", "tiny_pair"]
+__all__ = ["ARCHITECTURES", "SLIDING_ARCHITECTURES", "tiny_model", "tiny_model_dir", "tiny_pair"]
 
 _HIDDEN, _HEADS, _KV_HEADS, _LAYERS, _FFN, _MAX_POS = 64, 4, 2, 2, 128, 4096
 _LOGIT_SCALE = 20.0  # lm_head multiplier (as tests/conftest.py tiny_llama): visible logit spread
@@ -336,3 +336,33 @@ def tiny_pair(arch: str = "llama", seed: int = 0):
 
     _, tok = load_model(device="cpu")
     return tiny_model(arch, tok, seed=seed), tok
+
+
+@cache
+def tiny_model_dir(arch: str = "llama", seed: int = 0) -> str:
+    """A folder holding :func:`tiny_pair`'s model and tokenizer (``save_pretrained``), for what loads
+    a model by path: Ray actors, ``judge serve --model``, a saved classifier's model reference.
+
+    Written once per process into a temporary folder, removed at interpreter exit.
+
+    Returns
+    -------
+    str
+        The folder.
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> Classifier(["yes", "no"], tiny_model_dir()).predict(["Is it?"]).shape
+    (1,)
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    model, tok = tiny_pair(arch, seed)
+    folder = tempfile.mkdtemp(prefix=f"judge-tiny-{arch}-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
