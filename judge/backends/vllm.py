@@ -297,7 +297,8 @@ class VLLMScorer(Closing):
     end_token : {"auto", True, False}
         As :class:`judge.engine.Engine`'s.
     dtype : str, optional
-        vLLM's ``dtype``; default ``"float32"`` on CPU, ``"bfloat16"`` with CUDA (as the engine).
+        vLLM's ``dtype``; default ``"float32"``, as the transformers engine (its scores then equal
+        the engine's to float32 rounding; ``"bfloat16"`` trades that for memory and speed).
     max_requests : int
         Requests per ``LLM.generate`` call (bounds the memory of the outputs held at once).
     engine_kwargs : dict, optional
@@ -359,14 +360,13 @@ class VLLMScorer(Closing):
         with self._lock:
             if self._ready:
                 return self
-            import torch
 
             LLM = import_vllm().LLM
             path = model_path(self.model)
             tok_path = path if self.tokenizer is None else str(self.tokenizer)
             fr = front(path, tok_path)
             kw = {"enforce_eager": True, "enable_prefix_caching": True, "seed": 0,
-                  "dtype": self.dtype or ("bfloat16" if torch.cuda.is_available() else "float32")}
+                  "dtype": self.dtype or "float32"}
             kw.update(self.engine_kwargs)
             kw["logits_processors"] = list(kw.get("logits_processors") or []) + [PROCESSOR]
             key = (path, tok_path, repr(sorted(kw.items())))
