@@ -1,4 +1,4 @@
-"""The benchmark scripts (``python bench/NAME.py --help``); a package so tests can import their helpers.
+"""The benchmark scripts (``python -m bench.NAME --help``, from the repository root); a package so tests can import their helpers.
 
 What it deliberately does not do: ship with the library (``judge`` never imports it).
 """

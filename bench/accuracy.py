@@ -12,12 +12,12 @@ matrices: bias variants, temperature, ECE and its noise floor, bootstrap
 intervals, coverage at a target risk, the cascade curve.
 
     # score (resumable; run several at once, one torch thread each)
-    python bench/accuracy.py score --dataset banking77 --split validation --n 200 --variants default,lower
+    python -m bench.accuracy score --dataset banking77 --split validation --n 200 --variants default,lower
     # smoke run: a random-weight model, 4 texts (numbers mean nothing)
-    python bench/accuracy.py score --dataset trec --n 4 --model tiny --cache /tmp/acc-cache
+    python -m bench.accuracy score --dataset trec --n 4 --model tiny --cache /tmp/acc-cache
     # choose the default on validation, then report test once
-    python bench/accuracy.py select --json bench/results/accuracy_select.json
-    python bench/accuracy.py report --json bench/results/accuracy.json
+    python -m bench.accuracy select --json bench/results/accuracy_select.json
+    python -m bench.accuracy report --json bench/results/accuracy.json
 
 Variants are ``+``-joined flags: ``default`` (the packaged prompt), ``lower``
 (label names lower-cased, so no capitalised label sorts first), ``completion``
@@ -44,8 +44,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))  # the bench package
 
 from bench._accuracy_cache import (  # noqa: E402  (the cache: which rows, where kept, how read back)
     AVERAGES,

@@ -8,7 +8,7 @@ temperature after no bias, contextual bias (the saved one) and batch bias on
 the validation scores, and report test accuracy, ECE (equal-width and
 equal-mass) and NLL.
 
-    python bench/calibration_variants.py --results results --data-dir ../shared/datasets --json bench/results/calibration_variants.json
+    python -m bench.calibration_variants --results results --data-dir ../shared/datasets --json bench/results/calibration_variants.json
 
 What it deliberately does not do: score anything (no model is loaded), or
 choose a variant (``judge.calibration.AUTO_BIAS`` records the choice).

@@ -10,7 +10,7 @@ permutation) are scored in one call, so the state is fed to the model once per i
 requests then read those numbers from the cache (a query's scores differ from scoring it
 alone by float32 rounding, ~1e-6).
 
-    P=".venv/bin/python bench/decisions_quality.py"
+    P=".venv/bin/python -m bench.decisions_quality"
     # validation (seed 7001): one run per prompt variant, canonical framing, 24 items per generator
     # (VALIDATION_N: run's and select's default; select reads exactly these items from the cache)
     $P run --split validation --n 24 --variant chat+list+desc+name
@@ -50,8 +50,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.append(str(HERE.parent))  # the bench package (appended: PYTHONPATH may point `judge` elsewhere)
 
 DEFAULT_CACHE = HERE / "cache" / "decisions"
 DATASETS = ("banking77", "clinc150", "massive", "trec")

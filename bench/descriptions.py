@@ -12,12 +12,12 @@ embedder's similarity to the same label texts and their fusion (``judge.fusion.D
   of the LM over the four datasets (names win a tie);
 * ``test`` — ``test{n}`` once with names and with the chosen variant.
 
-    python bench/descriptions.py select --n 200 --json bench/results/descriptions_select.json
-    python bench/descriptions.py merge a.json b.json --json c.json   # select runs of parallel processes, as one
+    python -m bench.descriptions select --n 200 --json bench/results/descriptions_select.json
+    python -m bench.descriptions merge a.json b.json --json c.json   # select runs of parallel processes, as one
 
 The README's choice was made at ``--n 64`` (descriptions multiply the tokens scored per text: about 400 s
 per 32 Banking77 texts on one loaded thread), CLINC150 in a second process, merged.
-    python bench/descriptions.py test --n 500 --json bench/results/descriptions_test.json
+    python -m bench.descriptions test --n 500 --json bench/results/descriptions_test.json
 
 What it deliberately does not do: edit a description after seeing validation or test figures.
 """
@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
 
 from bench._fit_cache import DKEYS, path, rows  # noqa: E402
 
@@ -86,7 +83,7 @@ def embedder_side(dkey, sel, clf, describe):
 
     X = cached_prefix(dkey, sel, "minilm")
     if X is None:
-        raise SystemExit(f"not cached: minilm of {dkey} {sel} (python bench/learning_curve.py cache --what "
+        raise SystemExit(f"not cached: minilm of {dkey} {sel} (python -m bench.learning_curve cache --what "
                          f"embed --dkeys {dkey} --sels {sel})")
     texts = clf.compiled_.names  # what the model writes: name, description or both
     L = SentenceEncoder()(texts).astype(np.float64)

@@ -1,10 +1,10 @@
 """Engine benchmark: exactness on every architecture, and throughput of the scoring paths.
 
-    python bench/engine.py exactness --json bench/results/engine_exactness.json
-    python bench/engine.py throughput --dataset banking77 --n 500 --json bench/results/engine_banking77.json
+    python -m bench.engine exactness --json bench/results/engine_exactness.json
+    python -m bench.engine throughput --dataset banking77 --n 500 --json bench/results/engine_banking77.json
     # smoke runs (seconds; numbers mean nothing):
-    python bench/engine.py exactness --archs llama --skip-real --skip-gemma
-    python bench/engine.py throughput --model tiny --n 4 --before ''
+    python -m bench.engine exactness --archs llama --skip-real --skip-gemma
+    python -m bench.engine throughput --model tiny --n 4 --before ''
 
 ``exactness``: tiny random models of every family in ``judge.testing.ARCHITECTURES``
 (sliding windows of 16 tokens, shorter than the cached prefix and every prompt), the
@@ -44,7 +44,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def _exact_case(name, model, tok, labels, texts, prompt=None):

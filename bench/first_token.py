@@ -10,8 +10,8 @@ subsets of Banking77, CLINC150 and MASSIVE whose first tokens are all distinct (
 texts of those labels). Accuracy raw and after the batch prior (no labels used), and
 seconds per text, same texts, same default prompt.
 
-    python bench/first_token.py --data-dir ../shared/datasets --json bench/results/first_token.json
-    python bench/first_token.py --model tiny --n 4 --subsets 1      # a few seconds: the script runs
+    python -m bench.first_token --data-dir ../shared/datasets --json bench/results/first_token.json
+    python -m bench.first_token --model tiny --n 4 --subsets 1      # a few seconds: the script runs
 
 Prints a table and writes JSON.
 """

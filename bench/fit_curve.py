@@ -19,16 +19,16 @@ Everything from the feature cache (bench/_fit_cache.py: ``minilm`` of every sele
 ``test1000``; the content-free scores from bench/priors.py). A point whose features are not cached is
 recorded as "not run: ..." with what is missing.
 
-    python bench/fit_curve.py select --json bench/results/fit_curve_select.json
-    python bench/fit_curve.py report --json bench/results/fit_curve.json
+    python -m bench.fit_curve select --json bench/results/fit_curve_select.json
+    python -m bench.fit_curve report --json bench/results/fit_curve.json
 
 The results in the README were run one dataset and a few points at a time (the full splits take up to
 20 minutes each on one thread), e.g.
 
-    python bench/fit_curve.py report --dkeys trec --json bench/results/fit_curve_trec.json
-    python bench/fit_curve.py report --dkeys banking77 --shots 1,4 --json bench/results/fit_curve_banking77_a.json
-    python bench/fit_curve.py report --dkeys banking77 --shots 16,64 --json bench/results/fit_curve_banking77_b.json
-    python bench/fit_curve.py report --dkeys banking77 --shots full --json bench/results/fit_curve_banking77_c.json
+    python -m bench.fit_curve report --dkeys trec --json bench/results/fit_curve_trec.json
+    python -m bench.fit_curve report --dkeys banking77 --shots 1,4 --json bench/results/fit_curve_banking77_a.json
+    python -m bench.fit_curve report --dkeys banking77 --shots 16,64 --json bench/results/fit_curve_banking77_b.json
+    python -m bench.fit_curve report --dkeys banking77 --shots full --json bench/results/fit_curve_banking77_c.json
     (the same _a/_b/_c for clinc150 and massive)
 
 What it deliberately does not do: choose anything on test.
@@ -38,15 +38,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))  # the bench package
 
 from bench._baselines import embed_lr, metrics, tfidf_lr  # noqa: E402
 from bench._fit_cache import DKEYS, classifier, path, per_class, rows  # noqa: E402

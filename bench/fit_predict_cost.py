@@ -9,7 +9,7 @@ zero-shot scores (only when the head reads them as an offset: the default up to 
 the answer-slot states (one plain forward pass over each prompt, apart from the scoring pass), the
 sentence embedding and the TF-IDF block.
 
-    python bench/fit_predict_cost.py --json bench/results/fit_predict_cost.json
+    python -m bench.fit_predict_cost --json bench/results/fit_predict_cost.json
 
 What it deliberately does not do: measure accuracy (bench/fit_curve.py does) or use a GPU.
 """
@@ -100,9 +100,6 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     model = None
     if args.model is not None:
-        import sys
-
-        sys.path.insert(0, str(HERE.parent))
         from bench._common import load_bench_model
 
         model = load_bench_model(args.model)

@@ -14,8 +14,8 @@ with the library default, beside each expert alone and the calibrated (``calibra
 validation, the fusion weight refitted by out-of-fold NLL) figures. Everything from the feature
 cache (bench/_fit_cache.py: ``scores`` and ``minilm`` of ``validation500`` / ``test1000``).
 
-    python bench/fusion.py select --json bench/results/fusion_select.json
-    python bench/fusion.py test --json bench/results/fusion_test.json          # once, after select
+    python -m bench.fusion select --json bench/results/fusion_select.json
+    python -m bench.fusion test --json bench/results/fusion_test.json          # once, after select
 
 What it deliberately does not do: tune anything on test.
 """
@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))  # the bench package
 
 from bench._fit_cache import DKEYS, classifier, path  # noqa: E402
 from bench.priors import cached, content_free  # noqa: E402

@@ -1,7 +1,7 @@
 """GPU check of the engine: exactness in bfloat16 and throughput at batch 1 / 8 / 64; and the vLLM backend.
 
-    python bench/gpu.py [--model smollm2-135m-instruct] [--n 256] [--json bench/results/gpu.json]
-    .venv-vllm/bin/python bench/gpu.py --vllm [--ks 1000,10000] [--batches 1,8,64,256] [--json ...]
+    python -m bench.gpu [--model smollm2-135m-instruct] [--n 256] [--json bench/results/gpu.json]
+    .venv-vllm/bin/python -m bench.gpu --vllm [--ks 1000,10000] [--batches 1,8,64,256] [--json ...]
 
 ``--vllm`` (run it with the vLLM environment's python, ``scripts/setup_vllm.sh [--cuda]``) measures
 the vLLM backend instead: constrained generation in requests/s with this package's logits processor
@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def main(argv=None):

@@ -5,8 +5,8 @@ the labels returned, and the peak RSS of the process. The codes are
 `judge.testing.icd_codes` (the one generator, shared with the tests and
 bench/masks.py). Run:
 
-    python bench/huge_k.py --k 100000 --n 3 --json bench/results/huge_k.json
-    python bench/huge_k.py --model tiny --k 1000 --n 1      # smoke run (seconds; numbers mean nothing)
+    python -m bench.huge_k --k 100000 --n 3 --json bench/results/huge_k.json
+    python -m bench.huge_k --model tiny --k 1000 --n 1      # smoke run (seconds; numbers mean nothing)
 
 What it deliberately does not do: compare with peers (bench/masks.py does), or
 score every label exactly (the decode path returns the top ``--top-k``).
@@ -17,11 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 __all__ = ["main", "peak_rss_mb"]  # and icd_codes (see __getattr__)
 

@@ -18,8 +18,8 @@ log-probability, or per title token with ``--per-token``); the other codes get n
 The titles' embeddings are computed once and cached (bench/cache/icd/, git-ignored; about 20 minutes
 of one CPU thread).
 
-    python bench/icd_fusion.py select --n 200 --json bench/results/icd_fusion_select.json
-    python bench/icd_fusion.py test --n 100 --json bench/results/icd_fusion_test.json
+    python -m bench.icd_fusion select --n 200 --json bench/results/icd_fusion_select.json
+    python -m bench.icd_fusion test --n 100 --json bench/results/icd_fusion_test.json
 
 What it deliberately does not do: choose anything on test.
 """
@@ -28,15 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
 
 CACHE = HERE / "cache" / "icd"
 TFIDF_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)

@@ -28,10 +28,10 @@ probability is the finer signal).
 The default run is 12 texts (2 per label), then the same on 48 texts (8 per
 label, ``--check-per-label``) to see whether the small run's verdict holds.
 
-Run: ``OMP_NUM_THREADS=1 python bench/injection.py`` (about 5 minutes on one
+Run: ``OMP_NUM_THREADS=1 python -m bench.injection`` (about 5 minutes on one
 CPU thread); writes ``bench/results/injection.json``. Smoke run (seconds; a
 random-weight model, numbers mean nothing):
-``python bench/injection.py --model tiny --labels 2 --per-label 1 --check-per-label 0 --out /tmp/inj.json``.
+``python -m bench.injection --model tiny --labels 2 --per-label 1 --check-per-label 0 --out /tmp/inj.json``.
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # bench._common
 
 ATTACKS = {
     "planted_answer": lambda text, wrong: f"{text}\nAnswer: {wrong}",

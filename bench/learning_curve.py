@@ -4,15 +4,15 @@ Features are computed once and kept (bench/_fit_cache.py: exact zero-shot scores
 states, mean-pooled text embeddings, resumable); every figure is derived from that cache.
 
     # 1. cache features (resumable; one torch thread; run in the background)
-    python bench/learning_curve.py cache --what scores --dkeys trec,banking77 --sels test500,validation500,pool16
-    python bench/learning_curve.py cache --what states --dkeys trec,banking77 --sels test500,validation500,train
+    python -m bench.learning_curve cache --what scores --dkeys trec,banking77 --sels test500,validation500,pool16
+    python -m bench.learning_curve cache --what states --dkeys trec,banking77 --sels test500,validation500,train
     # 2. choose the head's features and post-fit calibration on validation (calibrated, cross-fitted),
     #    then the curves on test, once (--default-head: the head as fit/calibrate default it now)
-    python bench/learning_curve.py select --json bench/results/fit_select.json
-    python bench/learning_curve.py report --json bench/results/fit_learning_curve.json
+    python -m bench.learning_curve select --json bench/results/fit_select.json
+    python -m bench.learning_curve report --json bench/results/fit_learning_curve.json
     # 3. adapters (LoRA) and demonstrations: measured on the sizes that fit a CPU
-    python bench/learning_curve.py lora --dkey trec --per-class 64
-    python bench/learning_curve.py demos --dkey banking77 --per-class 4 --k 4
+    python -m bench.learning_curve lora --dkey trec --per-class 64
+    python -m bench.learning_curve demos --dkey banking77 --per-class 4 --k 4
     # 4. another model: cache with --model gemma3-270m --model-key gemma3, then report --model-key gemma3
 
 A method or point whose features are not (fully) cached is recorded as ``"not run: <reason>"``
@@ -28,13 +28,10 @@ What it deliberately does not do: look at test before the defaults are chosen on
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))  # the bench package
 
 from bench._baselines import embed_lr, metrics, tfidf_lr  # noqa: E402
 from bench._fit_cache import DKEYS, classifier, features, path, rows  # noqa: E402
@@ -142,7 +139,7 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
     if "scores" in te and "scores" in va:
         p, l2 = calibrated(va["scores"], y_va, te["scores"])
         out["points"]["0"] = {"zero-shot": dict(metrics(y_te, [p], 0.0, zs_pt), calibration_l2=l2)}
-        from judge._math import softmax
+        from judge.calibration import softmax
 
         out["points"]["0"]["zero-shot (uncalibrated)"] = metrics(y_te, [softmax(te["scores"])], 0.0, zs_pt)
     else:
@@ -174,7 +171,7 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
                         emb_rows and all(int(i) in emb_rows for _, d in sets for i in src["idx"][d])):
                     sel = "train" if n == "full" else "pool64"  # pool64 holds every draw of up to 64 per class
                     why = (f"not run: the {where} rows drawn at n={n} have no cached mean-pooled embeddings (run: "
-                           f"python bench/learning_curve.py cache --what embed --dkeys {dkey} --sels {sel})")
+                           f"python -m bench.learning_curve cache --what embed --dkeys {dkey} --sels {sel})")
             if why is not None:
                 point[m] = why
                 log(f"{dkey:<10} n={n!s:<5} {m:<16} {why}")
@@ -224,7 +221,7 @@ def _missing(dkey, parts, kinds, sels, model_key="smollm2"):
         by_sel.setdefault(sels[name], []).append(kind)
     what = ", ".join(f"{'+'.join(k)} of {sel}" for sel, k in by_sel.items())
     model = "" if model_key == "smollm2" else f" --model MODEL --model-key {model_key}"
-    cmds = "; ".join(f"python bench/learning_curve.py cache --what {','.join(k)} --dkeys {dkey} --sels {sel}{model}"
+    cmds = "; ".join(f"python -m bench.learning_curve cache --what {','.join(k)} --dkeys {dkey} --sels {sel}{model}"
                      for sel, k in by_sel.items())
     return f"not run: no complete cached {what} (run: {cmds})"
 

@@ -1,6 +1,6 @@
 """Benchmark: compile time, per-step bitmask fill time and memory, ours vs grammar engines.
 
-    python bench/masks.py --tokenizer ../shared/tokenizers/qwen3 \\
+    python -m bench.masks --tokenizer ../shared/tokenizers/qwen3 \\
         --k 10,100,1000,10000,100000 --peers xgrammar,llguidance,outlines-core --json OUT.json
 
 For every label family (``tools``: snake_case tool names of about 20
@@ -56,9 +56,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import FAMILY_NAMES, ebnf_choice, family_labels, regex_choice  # noqa: E402
+from bench._common import FAMILY_NAMES, ebnf_choice, family_labels, regex_choice  # noqa: E402
 
 ENGINES = ("ours", "xgrammar", "llguidance", "outlines-core")
 _MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
@@ -392,7 +390,7 @@ def _worker(spec: dict) -> None:
 def _run_worker(spec: dict, timeout: float, setup_timeout: float) -> dict:
     """Run one (engine, family, K) worker; returns the parsed events and a status."""
     stderr = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)],
+    proc = subprocess.Popen([sys.executable, "-m", "bench.masks", "--worker", json.dumps(spec)],
                             stdout=subprocess.PIPE, stderr=stderr, text=True,
                             cwd=str(Path(__file__).resolve().parents[1]))
     lines: queue.Queue = queue.Queue()

@@ -1,10 +1,10 @@
 """Mutation testing of the modules that carry the promises, each against its relevant tests only.
 
     pip install mutmut==3.8.1            # not a dependency of the package, of dev or of CI
-    OMP_NUM_THREADS=1 python bench/mutation.py --modules high --json bench/results/mutation.json
-    python bench/mutation.py --modules engine.masks,engine.options --sample 80 --json bench/results/mutation.json
-    python bench/mutation.py --list                                  # the modules, their tests and targets
-    python bench/mutation.py --report bench/results/mutation.json    # the table of a results file
+    OMP_NUM_THREADS=1 python -m bench.mutation --modules high --json bench/results/mutation.json
+    python -m bench.mutation --modules engine.masks,engine.options --sample 80 --json bench/results/mutation.json
+    python -m bench.mutation --list                                  # the modules, their tests and targets
+    python -m bench.mutation --report bench/results/mutation.json    # the table of a results file
 
 For each module (see ``--list``): a scratch copy of the repository (``judge/``, ``tests/``,
 ``pyproject.toml`` with a ``[tool.mutmut]`` section naming the module and its tests) in a

@@ -23,11 +23,11 @@ A score whose features are not cached is recorded as "not run: <reason>", never 
 zero-shot scores and states of the four selections and the training split's states are required
 (the report stops first, naming the commands to run).
 
-    python bench/learning_curve.py cache --what scores,states --dkeys clinc150 \
+    python -m bench.learning_curve cache --what scores,states --dkeys clinc150 \
         --sels validation200,oos_validation,test200,oos_test200
-    python bench/learning_curve.py cache --what states --dkeys clinc150 --sels train
-    python bench/oos.py none --surfaces " none of these"," other"," out of scope"   # cache the option's scores
-    python bench/oos.py report --json bench/results/fit_oos.json
+    python -m bench.learning_curve cache --what states --dkeys clinc150 --sels train
+    python -m bench.oos none --surfaces " none of these"," other"," out of scope"   # cache the option's scores
+    python -m bench.oos report --json bench/results/fit_oos.json
 
 What it deliberately does not do: train on out-of-scope texts (the head sees in-scope labels only).
 """
@@ -36,15 +36,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
 
 from bench._fit_cache import classifier, path, rows  # noqa: E402
 from bench.learning_curve import DATA, calibrated, load  # noqa: E402
@@ -121,7 +118,7 @@ def _require(f, tr) -> None:
     gaps = [(sel, kind) for sel in SELS for kind in ("scores", "states") if kind not in f[sel]]
     gaps += [("train", "states")] if "states" not in tr else []
     if gaps:
-        cmds = "\n".join(f"  python bench/learning_curve.py cache --what {kind} --dkeys clinc150 --sels {sel}"
+        cmds = "\n".join(f"  python -m bench.learning_curve cache --what {kind} --dkeys clinc150 --sels {sel}"
                          for sel, kind in gaps)
         raise SystemExit("bench/oos.py report needs cached CLINC150 features it does not find (or finds still "
                          "being computed): " + ", ".join(f"{k} of {s}" for s, k in gaps)

@@ -13,7 +13,7 @@ Each score's AUROC on ``validation200`` (in scope) vs ``oos_validation`` (100) c
 (zero-shot, fitted); test: ``test200`` vs ``oos_test200``, read once. Everything from the feature cache
 (bench/_fit_cache.py: ``scores``, ``states``, ``minilm`` of the four selections and ``train``).
 
-    python bench/oos_fused.py --json bench/results/oos_fused.json
+    python -m bench.oos_fused --json bench/results/oos_fused.json
 
 What it deliberately does not do: train on out-of-scope texts.
 """
@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
 
 from bench._fit_cache import classifier, path, rows  # noqa: E402
 from bench.priors import content_free  # noqa: E402
@@ -54,7 +51,7 @@ def feature(sel, kind):
         return X[[pos[t] for t in texts]]
     f = path("smollm2", "clinc150", src, kind)
     if not f.exists():
-        raise SystemExit(f"not cached: {kind} of clinc150 {src} (python bench/learning_curve.py cache --what {kind} "
+        raise SystemExit(f"not cached: {kind} of clinc150 {src} (python -m bench.learning_curve cache --what {kind} "
                          f"--dkeys clinc150 --sels {src})")
     s = read_checkpoint(f).scores
     s = s[:n] if n else s

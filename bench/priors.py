@@ -12,7 +12,7 @@ candidates divide out, without labels, an estimate of that preference (``judge.c
   from only ``m`` labels: a user's batch about a few topics).
 
 All from the feature cache (bench/_fit_cache.py: exact zero-shot scores of ``validation500`` /
-``test1000``, resumable; ``python bench/learning_curve.py cache --what scores ...``); the content-free
+``test1000``, resumable; ``python -m bench.learning_curve cache --what scores ...``); the content-free
 scores are computed here (three inputs per dataset) and cached beside them.
 
 The rule, fixed after the skewed-call measurement on Banking77 and TREC validation and before
@@ -24,8 +24,8 @@ reported per candidate: the top share (the largest fraction of texts given one l
 ``max(2 x gold's top share, 20%)``, and the accuracy as a fraction of the calibrated figure
 (``calibrate()``'s default, 2-fold cross-fitted on validation; on test: fitted on validation).
 
-    python bench/priors.py select --json bench/results/priors_select.json
-    python bench/priors.py test --json bench/results/priors_test.json        # once, after select
+    python -m bench.priors select --json bench/results/priors_select.json
+    python -m bench.priors test --json bench/results/priors_test.json        # once, after select
 
 What it deliberately does not do: look at test before the default is fixed (``test`` reads
 ``judge.calibration.bias.AUTO_PRIOR_STRENGTH`` from the library).
@@ -35,14 +35,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))  # the bench package
 
 from bench._fit_cache import DKEYS, classifier, path, rows  # noqa: E402
 

@@ -1,8 +1,8 @@
 """Benchmark: ``judge.distributed.classify_dataset`` on 1 and 2 Ray actors vs the single-process Classifier.
 
-    OMP_NUM_THREADS=1 python bench/ray_batch.py --n 64 --json bench/results/ray_batch.json
-    python bench/ray_batch.py --n 8 --actors 1          # smoke test
-    python bench/ray_batch.py --model tiny --n 4 --actors 1   # a random-weight model: the harness only
+    OMP_NUM_THREADS=1 python -m bench.ray_batch --n 64 --json bench/results/ray_batch.json
+    python -m bench.ray_batch --n 8 --actors 1          # smoke test
+    python -m bench.ray_batch --model tiny --n 4 --actors 1   # a random-weight model: the harness only
 
 The packaged SmolLM2-135M-Instruct (float32, CPU), the first ``--n`` Banking77
 test texts, all 77 labels, the default prompt, ``batch_size`` 16 everywhere.
@@ -41,7 +41,6 @@ import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,8 +51,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # bench._common
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
 """Markdown tables from the JSON reports in bench/results (pasted into the README).
 
-    python bench/report.py [--results bench/results]
+    python -m bench.report [--results bench/results]
 
 Nothing is typed in by hand: every figure comes from a JSON file written by
 bench/masks.py, bench/throughput.py, bench/huge_k.py or `judge evaluate`.

@@ -14,11 +14,11 @@ Three parts, each printing a table and writing JSON (``--json``):
 * ``scaling``: tokens fed and seconds per text of the certified search at K = 10^3, 10^4,
   10^5 (tool names and ICD titles), against full exact scoring where it fits.
 
-    python bench/search.py small --n 500 --json bench/results/search_small.json
-    python bench/search.py icd-select --n 200 --json bench/results/search_icd_select.json
-    python bench/search.py icd --n 100 --budget 5000 --json bench/results/search_icd.json
-    python bench/search.py scaling --n 10 --json bench/results/search_scaling.json
-    python bench/search.py small --model tiny --n 4 --datasets banking77     # smoke run (seconds)
+    python -m bench.search small --n 500 --json bench/results/search_small.json
+    python -m bench.search icd-select --n 200 --json bench/results/search_icd_select.json
+    python -m bench.search icd --n 100 --budget 5000 --json bench/results/search_icd.json
+    python -m bench.search scaling --n 10 --json bench/results/search_scaling.json
+    python -m bench.search small --model tiny --n 4 --datasets banking77     # smoke run (seconds)
 
 One torch thread by default (the machines here are shared: read ratios measured in the same
 run more than absolute seconds). What it deliberately does not do: tune anything on test data.
@@ -35,8 +35,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 REPO = Path(__file__).resolve().parents[1]
 

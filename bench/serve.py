@@ -1,8 +1,8 @@
 """Benchmark: ``judge serve`` latency, throughput, overhead and a soak, on loopback.
 
-    python bench/serve.py --server-process                       # SmolLM2: sweeps, profile, efficiency -> bench/results/serve.json
-    python bench/serve.py --server-process --soak 600 --json bench/results/serve_soak.json   # 10-minute soak at concurrency 16
-    python bench/serve.py --model tiny --requests 2 --concurrency 1 --questions 2 --repeats 1 --json /tmp/s.json
+    python -m bench.serve --server-process                       # SmolLM2: sweeps, profile, efficiency -> bench/results/serve.json
+    python -m bench.serve --server-process --soak 600 --json bench/results/serve_soak.json   # 10-minute soak at concurrency 16
+    python -m bench.serve --model tiny --requests 2 --concurrency 1 --questions 2 --repeats 1 --json /tmp/s.json
         # a random-weight model: checks the harness in seconds, numbers mean nothing
 
 The server runs in this process (uvicorn in a thread) or, with ``--server-process``, as
@@ -54,7 +54,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 LABELS = {
     "Billing": "Payments, invoices, refunds, charges", "Technical": "Bugs, errors, outages, integrations",
@@ -284,7 +283,7 @@ def bare_forward_ms(model, root_ids, rest_ids, repeats: int, *, rows: int = 1, r
     import torch
     from transformers import DynamicCache
 
-    from judge._math import cache_keyword
+    from judge.models import cache_keyword
 
     with torch.inference_mode():
         kv = None

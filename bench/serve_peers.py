@@ -1,8 +1,8 @@
 """Benchmark: trie-judge decisions vs the letter readout with option-order averaging (anyjev), same model, same items.
 
-    python bench/serve_peers.py                          # writes bench/results/serve_peers.json
-    python bench/serve_peers.py --n 3 --generators support_tickets --json /tmp/p.json   # smoke test
-    python bench/serve_peers.py --model tiny --n 1 --generators support_tickets --calibration-n 0 --json /tmp/p.json
+    python -m bench.serve_peers                          # writes bench/results/serve_peers.json
+    python -m bench.serve_peers --n 3 --generators support_tickets --json /tmp/p.json   # smoke test
+    python -m bench.serve_peers --model tiny --n 1 --generators support_tickets --calibration-n 0 --json /tmp/p.json
         # trie-judge only, on a random-weight model: the harness in seconds, numbers mean nothing
 
 Items: sys1bench's generated, policy-labelled items (canonical framing f0,
@@ -45,7 +45,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def _items(generators, n, seed=42):

@@ -1,8 +1,8 @@
 """Benchmark: sys1bench and jevbench against ``judge serve`` (loopback, the packaged SmolLM2 by default).
 
-    python bench/serve_suites.py                                   # writes bench/results/serve_suites.json
-    python bench/serve_suites.py --n 4 --framings f0 --perms 1 --jevbench-domains none   # smoke test
-    python bench/serve_suites.py --model tiny --n 1 --generators support_tickets --framings f0 --perms 0 \
+    python -m bench.serve_suites                                   # writes bench/results/serve_suites.json
+    python -m bench.serve_suites --n 4 --framings f0 --perms 1 --jevbench-domains none   # smoke test
+    python -m bench.serve_suites --model tiny --n 1 --generators support_tickets --framings f0 --perms 0 \
         --json /tmp/suites.json     # a random-weight model: the harness in seconds, numbers mean nothing
 
 ``sys1bench``: for each generator (default support_tickets, phishing_email,
@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from bench.serve import serving  # noqa: E402
 

@@ -1,8 +1,8 @@
 """Benchmark: JSON schemas with one big enum field, ours (llguidance + trie) vs llguidance vs xgrammar.
 
-    OMP_NUM_THREADS=1 python bench/structured.py --tokenizers qwen3,llama3 --k 100,1000,10000,100000 \\
+    OMP_NUM_THREADS=1 python -m bench.structured --tokenizers qwen3,llama3 --k 100,1000,10000,100000 \\
         --repeats 3 --timeout 120 --json bench/results/structured.json
-    OMP_NUM_THREADS=1 python bench/structured.py --e2e --k 100,1000,10000,100000 --docs 5
+    OMP_NUM_THREADS=1 python -m bench.structured --e2e --k 100,1000,10000,100000 --docs 5
 
 The schema: ``{"id": integer, "tool": enum of K tool names, "urgent": boolean,
 "note": string (maxLength 16)}``. For every tokenizer, K and engine, one

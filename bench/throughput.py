@@ -1,8 +1,8 @@
 """Benchmark: classification throughput on CPU, ours vs per-label scoring, CAPPr and constrained generation.
 
-    python bench/throughput.py --json OUT.json
-    python bench/throughput.py --n 4 --n-per-label 1 --n-cappr 2 --n-generate 2   # smoke test
-    python bench/throughput.py --model tiny --n 2 --n-per-label 1 --n-cappr 1 --n-generate 1   # harness check
+    python -m bench.throughput --json OUT.json
+    python -m bench.throughput --n 4 --n-per-label 1 --n-cappr 2 --n-generate 2   # smoke test
+    python -m bench.throughput --model tiny --n 2 --n-per-label 1 --n-cappr 1 --n-generate 1   # harness check
 
 SmolLM2-135M-Instruct (the packaged model, float32 on CPU), the first ``--n``
 (100) Banking77 test texts, all 77 labels, the default chat prompt. Engines:
@@ -81,8 +81,6 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 PEERS = ("per-label", "cappr", "xgrammar-generate")
 _PEER_ALIASES = {"per-label": "per-label", "perlabel": "per-label", "brute": "per-label", "lm-eval": "per-label",

@@ -1,6 +1,6 @@
 """Benchmark: token classes of the label automaton (counts, ratio, and whether they pay).
 
-    OMP_NUM_THREADS=1 python bench/token_classes.py --tokenizers gpt2,qwen3,llama3,mistral7b,gemma3 \\
+    OMP_NUM_THREADS=1 python -m bench.token_classes --tokenizers gpt2,qwen3,llama3,mistral7b,gemma3 \\
         --k 100,1000,10000,100000 --json bench/results/token_classes.json
 
 For every tokenizer in ``../shared/tokenizers`` and every K (tool-name
@@ -34,15 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import family_labels  # noqa: E402
+from bench._common import family_labels  # noqa: E402
 
 
 def _fill_times(fill, nodes, bm):

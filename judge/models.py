@@ -29,8 +29,12 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "publish_folder", "load_model", "locate_model",
-           "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
+from judge._math import (
+    cache_keyword,  # public here: the keyword a model's forward takes its cache under
+)
+
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "cache_keyword", "publish_folder",
+           "load_model", "locate_model", "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
 

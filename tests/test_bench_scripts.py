@@ -1,6 +1,6 @@
 """Every benchmark script answers ``--help`` quickly, and runs for real on a tiny model.
 
-``--help`` runs each ``bench/*.py`` in a subprocess from the repository root, as a
+``--help`` runs each ``python -m bench.NAME`` in a subprocess from the repository root, as a
 user would. The real runs are each script's smallest: the random-weight model of
 ``--model tiny`` (`bench._common.load_bench_model`), a handful of texts, outputs
 in a temporary folder. Most run in this process through the script's ``main(argv)``
@@ -58,7 +58,7 @@ def test_every_script_is_listed():
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help(script):
-    out = _subprocess(f"bench/{script}", "--help", timeout=120)
+    out = _subprocess("-m", f"bench.{script[:-3]}", "--help", timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "usage:" in out.stdout
 
@@ -95,7 +95,7 @@ def test_token_classes(tmp_path):
 
 @pytest.mark.slow
 def test_masks_ours(tmp_path):
-    out = _subprocess("bench/masks.py", "--tokenizer", str(shared_path("tokenizers", "gpt2")), "--k", "10",
+    out = _subprocess("-m", "bench.masks", "--tokenizer", str(shared_path("tokenizers", "gpt2")), "--k", "10",
                       "--peers", "", "--families", "tools,icd", "--repeats", "1", "--walk-steps", "20",
                       "--json", str(tmp_path / "m.json"))
     assert out.returncode == 0, out.stderr[-2000:]
@@ -132,7 +132,7 @@ def test_throughput(tiny, datasets_dir, tmp_path):
 def test_throughput_against_per_label_and_cappr(smollm2, datasets_dir, tmp_path):
     if importlib.util.find_spec("cappr") is None:  # not importorskip: cappr imports only after the script's shims
         pytest.skip("cappr is not installed (the [bench] extra)")
-    out = _subprocess("bench/throughput.py", "--model", "tiny", "--data-dir", str(datasets_dir), "--n", "2",
+    out = _subprocess("-m", "bench.throughput", "--model", "tiny", "--data-dir", str(datasets_dir), "--n", "2",
                       "--repeats-ours", "1", "--peers", "per-label,cappr", "--n-per-label", "1", "--n-cappr", "2",
                       "--json", str(tmp_path / "t.json"))
     assert out.returncode == 0, out.stderr[-2000:]
@@ -192,7 +192,7 @@ def test_serve_suites(tiny, tmp_path):
 @pytest.mark.slow
 def test_ray_batch(smollm2, datasets_dir, tmp_path):
     pytest.importorskip("ray")
-    out = _subprocess("bench/ray_batch.py", "--model", "tiny", "--data-dir", str(datasets_dir), "--n", "4",
+    out = _subprocess("-m", "bench.ray_batch", "--model", "tiny", "--data-dir", str(datasets_dir), "--n", "4",
                       "--actors", "1", "--json", str(tmp_path / "r.json"))
     assert out.returncode == 0, out.stderr[-2000:]
     recs = json.loads((tmp_path / "r.json").read_text())["records"]

@@ -29,7 +29,6 @@ THIRD_PARTY_PRIVATE = {
     "_tokenizer",  # a fast tokenizer's Rust backend (vocabulary pieces)
     "_getframe",
 }
-DEPRECATED_SHIMS = {"judge.trie", "judge.vocab", "judge.processor"}
 
 
 def _modules():
@@ -167,3 +166,42 @@ def test_module_is_short_and_says_what_it_does(name):
     if name not in LONG_OK:
         assert n <= MAX_LINES, f"{path} has {n} lines (limit {MAX_LINES}): split it along its seams"
     assert ast.get_docstring(ast.parse(text)), f"{path} has no module docstring"
+
+
+# ----------------------------------------------------------------------------- bench/: a consumer
+BENCH = ROOT.parent / "bench"
+# private attributes bench/ touches on the peers it measures, each with its reason
+BENCH_PEER_PRIVATE = {
+    "_client",  # anyjev's JevTypeSafeAdapter: its HTTP client swapped for the in-process TestClient
+    "_judge_shim", "_judge_capture", "_judge_bench_no_space",  # bench's own marks on CAPPr's functions
+}
+
+
+def test_bench_uses_the_library_through_public_names_only():
+    """bench/ runs as ``python -m bench.NAME``: no ``sys.path`` edits, and nothing private of ``judge``
+    (no private module, no private name, no ``obj._attr`` of a judge object) — what a user can call."""
+    bad = []
+    for path in sorted(BENCH.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _own_private_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mod = node.module if isinstance(node, ast.ImportFrom) else None
+                names = [a.name for a in node.names]
+                for full in ([mod] if mod else names):
+                    if full and full.startswith("judge") and any(p.startswith("_") for p in full.split(".")[1:]):
+                        bad.append(f"{path.name}:{node.lineno}: imports private module {full}")
+                if mod and mod.startswith("judge"):
+                    bad += [f"{path.name}:{node.lineno}: from {mod} import {n}" for n in names
+                            if n.startswith("_") and not n.startswith("__")]
+            elif isinstance(node, ast.Attribute):
+                if node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                    bad.append(f"{path.name}:{node.lineno}: edits or reads sys.path (run it as python -m bench.NAME)")
+                elif node.attr.startswith("_") and not node.attr.startswith("__"):
+                    owner = node.value
+                    if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                        continue
+                    if node.attr in THIRD_PARTY_PRIVATE or node.attr in BENCH_PEER_PRIVATE or node.attr in own:
+                        continue
+                    bad.append(f"{path.name}:{node.lineno}: .{node.attr} of {ast.unparse(owner)}")
+    assert not bad, "bench/ reaches past the public API:\n" + "\n".join(bad)

@@ -34,8 +34,6 @@ def _public_modules():
         parts = info.name.split(".")
         if any(p.startswith("_") for p in parts[1:]):
             continue  # private modules: package internals
-        if info.name in ("judge.trie", "judge.vocab", "judge.processor"):
-            continue  # deprecated re-exports of judge.automaton
         names.append(info.name)
     return names
 
