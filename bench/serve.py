@@ -309,7 +309,7 @@ def one_question_profile(url: str, decider, repeats: int) -> dict:
     """One 10-option question end to end vs a bare forward of its uncached tokens, alternated in one run."""
     import httpx
 
-    from judge.engine import Item
+    from judge.engine import Item, option_context
     from judge.engine.forest import build_rows
     from judge.server.contract import SystemOneRequest, to_questions
 
@@ -326,7 +326,7 @@ def one_question_profile(url: str, decider, repeats: int) -> dict:
             plan = decider.plan(req["state"], q)
             root = eng.encode(plan.pieces[:1])
             ids = eng.encode(plan.pieces)
-            opts = eng.option_ids("".join(t for t, _ in plan.pieces)[-64:], list(plan.surfaces))
+            opts = eng.option_ids(option_context(plan.pieces), list(plan.surfaces))
             row = build_rows([Item(ids, opts)], root)[0]  # what the engine feeds after the cached root
             fed = [row.tokens[n] for n in row.fed_nodes()]
             reads = len({int(row.parent[n]) for sl in row.slots for pth in sl.option_paths for n in pth})

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from judge.engine.protocol import Item
+from judge.engine.protocol import Item, option_context
 from judge.prompts import DEFAULT_PROMPT, PromptTemplate, label_names_for
 
 __all__ = ["CompiledLabels", "compile_labels", "prompt_items", "think", "score_exact", "score_decode", "search_texts", "score_shortlist",
@@ -279,7 +279,7 @@ def score_decode(c: CompiledLabels, texts, *, top_k=5, batch_size=8, extras=None
             if lab is not None and not np.isfinite(found[lab]) and np.isfinite(found).sum() < top_k:
                 found[lab] = 0.0  # mark; rescored below
     # canonical rescoring of the labels found, with the end token (the model writes the label and stops)
-    ctx = c.tail[-64:]
+    ctx = option_context(c.tail)
     for r, it in enumerate(items):
         labs = np.flatnonzero(np.isfinite(out[r]))
         if not len(labs):

@@ -52,7 +52,7 @@ from collections import OrderedDict
 import numpy as np
 
 from judge.backends._vllm_front import check_classifier, front, import_vllm, model_path
-from judge.engine.protocol import Closing, Item
+from judge.engine.protocol import Closing, Item, option_context
 
 __all__ = ["VLLMScorer", "PROCESSOR", "LABELS_KEY", "logits_processor_class", "automaton_cache_info",
            "check_classifier"]
@@ -440,7 +440,7 @@ class VLLMScorer(Closing):
         self.setup()
         items = []
         for q in queries:
-            ctx = "".join(t for t, _ in q.pieces)[-64:]
+            ctx = option_context(q.pieces)
             items.append(Item(self.encode(q.pieces), self.option_ids(ctx, q.options), first_only=first_token))
         return self.score_items(items, root=root or (), batch_size=batch_size)
 

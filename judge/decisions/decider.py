@@ -66,7 +66,7 @@ from judge.decisions.questions import (
     check_questions,
 )
 from judge.decisions.setup import build_scorer, model_name_of, resolve_styles
-from judge.engine.protocol import Closing
+from judge.engine.protocol import Closing, option_context
 
 __all__ = ["Decider"]
 
@@ -349,7 +349,7 @@ class Decider(Closing):
     def _plan(self, st, q: Question, styles: dict, untrusted: bool = False) -> Plan:
         p = plan_question(self.tokenizer_, st, q, styles[q.type], untrusted=untrusted)
         if isinstance(q, YesNo):  # spellings this tokenizer writes with the same tokens are scored once
-            tail = "".join(t for t, _ in p.question)[-64:]
+            tail = option_context(p.question)
             seen, drop = set(), []
             for j, ids in enumerate(self.scorer_.option_ids(tail, list(p.surfaces), what="Answer spelling")):
                 if tuple(ids) in seen:

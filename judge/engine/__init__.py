@@ -27,8 +27,8 @@ from judge.engine.engine import Engine, EngineCheckWarning
 from judge.engine.forest import Forest, Slot, ancestors, row_mask
 from judge.engine.masks import mask_plan, native_gqa
 from judge.engine.options import OptionTrie
-from judge.engine.protocol import Closing, Item, Query, Scorer
+from judge.engine.protocol import OPTION_CONTEXT_CHARS, Closing, Item, Query, Scorer, option_context
 from judge.engine.search import SearchResult
 
-__all__ = ["Closing", "Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "SearchResult", "Slot",
-           "ancestors", "left_pad", "mask_plan", "native_gqa", "row_mask"]
+__all__ = ["OPTION_CONTEXT_CHARS", "Closing", "Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "SearchResult", "Slot",
+           "ancestors", "left_pad", "mask_plan", "native_gqa", "option_context", "row_mask"]

@@ -47,7 +47,7 @@ from judge._math import cache_keyword
 from judge.engine.fallback import score_fallback
 from judge.engine.masks import mask_plan
 from judge.engine.passes import default_max_logits, model_context, plan_passes, tree_pass
-from judge.engine.protocol import Closing, Item
+from judge.engine.protocol import Closing, Item, option_context
 
 __all__ = ["Engine", "EngineCheckWarning"]
 
@@ -405,7 +405,7 @@ class Engine(Closing):
         items = []
         groups: dict[tuple, int] = {}
         for q, x in zip(queries, ids):
-            ctx = "".join(t for t, _ in q.pieces)[-64:]
+            ctx = option_context(q.pieces)
             # queries about the same state (their first user piece) share one row: the state is fed once
             g = groups.setdefault(next((t for t, u in q.pieces if u), None), len(groups))
             items.append(Item(x, self.option_ids(ctx, q.options), first_only=first_token, group=g))

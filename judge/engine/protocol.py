@@ -21,7 +21,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Query", "Item", "Scorer", "Closing"]
+__all__ = ["Query", "Item", "Scorer", "Closing", "OPTION_CONTEXT_CHARS", "option_context"]
+
+
+#: How much of a prompt's end an option is tokenized after: an option's tokens can depend on what
+#: precedes it (a space, a newline, a letter it merges with), and 64 characters hold any token
+#: boundary of the tokenizers here. Every place that turns options into tokens (scoring, pricing a
+#: request, spotting spellings that tokenize alike) uses this one rule, through :func:`option_context`.
+OPTION_CONTEXT_CHARS = 64
+
+
+def option_context(prompt) -> str:
+    """The end of a prompt that its options are tokenized after: its last ``OPTION_CONTEXT_CHARS`` characters.
+
+    Parameters
+    ----------
+    prompt : str or sequence of (str, bool)
+        The prompt's text, or its ``(text, is_user)`` pieces (as :class:`Query` holds them).
+
+    Examples
+    --------
+    >>> option_context([("Ticket: my card is late. ", True), ("Answer:", False)])
+    'Ticket: my card is late. Answer:'
+    >>> len(option_context("x" * 100))
+    64
+    """
+    text = prompt if isinstance(prompt, str) else "".join(t for t, _ in prompt)
+    return text[-OPTION_CONTEXT_CHARS:]
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from pydantic import ValidationError
 from judge._errors import LabelError
 from judge.decisions import Choice, DecisionError, Guard, Score, YesNo, render_value
 from judge.decisions.prompts import state_text
+from judge.engine import option_context
 from judge.engine.passes import model_context
 from judge.server.contract import (
     ChoiceQ,
@@ -373,7 +374,7 @@ class Admission:
         scorer = d.scorer_
         plan = d.plan(state, q)
         ids = scorer.encode(plan.pieces)
-        tail = "".join(t for t, _ in plan.pieces)[-64:]
+        tail = option_context(plan.pieces)
         longest = max(len(o) for o in scorer.option_ids(tail, list(plan.surfaces), what="Option"))
         if len(ids) + longest > ctx:
             raise ApiError(413, f"question {qid!r} needs {len(ids) + longest} positions (the state, the question and "
