@@ -7,7 +7,7 @@
 What is scored (CPU, one torch thread, float32): tiny random models of three families (llama,
 gemma3 with mixed sliding/full layers, gpt2) and the packaged SmolLM2-135M, through the public API
 only: ``decision_function`` (exact), the first-token path, ``predict`` (the certified search) with
-its report, ``predict_proba`` with the default label-free prior and after ``calibrate``, and
+its report (and with the chat prompt on SmolLM2), ``predict_proba`` with the default label-free prior and after ``calibrate``, and
 ``Decider.ask`` (choice, yes/no, score) about two states. Every float is stored as its exact
 ``float.hex()``; ``--compare`` counts the values that differ and the largest difference.
 
@@ -36,13 +36,13 @@ def _hex(a) -> list:
     return [float(x).hex() for x in np.asarray(a, dtype=np.float64).ravel()]
 
 
-def _classifier_case(model, tok, labels) -> dict:
+def _classifier_case(model, tok, labels, prompt=None) -> dict:
     from judge import Classifier
 
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = Classifier(labels, model, tokenizer=tok, method="exact")
+        clf = Classifier(labels, model, tokenizer=tok, method="exact", prompt=prompt)
         out["decision_function"] = _hex(clf.decision_function(TEXTS))
         out["predict"] = [str(x) for x in clf.predict(TEXTS)]
         rep = getattr(clf, "search_report_", None)
@@ -89,6 +89,9 @@ def snapshot() -> dict:
         out["cases"][f"tiny {arch}"] = _classifier_case(m, tok, LABELS)
         out["cases"][f"tiny {arch} decider"] = _decider_case(m, tok)
     out["cases"]["smollm2"] = _classifier_case(base, tok, LABELS)
+    from judge import PromptTemplate
+
+    out["cases"]["smollm2 chat prompt"] = _classifier_case(base, tok, LABELS, PromptTemplate(chat=True))
     out["cases"]["smollm2 decider"] = _decider_case(base, tok)
     return out
 

@@ -229,16 +229,14 @@ class PromptTemplate:
         if len(label_names) > self.max_listed_labels:
             listed = f"({len(label_names)} labels; not listed)"
         if self.uses_chat(tokenizer):
-            msgs = []
-            if self.system:
-                msgs.append({"role": "system", "content": self.system.replace("{labels}", listed)})
-            msgs.append({"role": "user", "content": self.user.replace("{text}", _SENTINEL).replace("{labels}", listed)})
-            full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+            system = self.system.replace("{labels}", listed) if self.system else None
+            prefix, suffix = chat_split(tokenizer, system, self.user.replace("{labels}", listed), "{text}",
+                                        fix="use PromptTemplate(chat=False)")
         else:
             full = self.completion.replace("{text}", _SENTINEL).replace("{labels}", listed)
-        if full.count(_SENTINEL) != 1:
-            raise ValueError("The chat template dropped or repeated the text placeholder; use PromptTemplate(chat=False).")
-        prefix, suffix = full.split(_SENTINEL)
+            if full.count(_SENTINEL) != 1:
+                raise ValueError("The prompt template holds the {text} placeholder more than once; keep one.")
+            prefix, suffix = full.split(_SENTINEL)
         return prefix, "{text}" + suffix
 
     @classmethod
@@ -257,6 +255,54 @@ class PromptTemplate:
 
 
 _ADDED_RE: dict[int, object] = {}
+
+
+def chat_split(tokenizer, system, user: str, slot: str, *, fix: str) -> tuple[str, str]:
+    """The chat template's text before and after ``slot`` in the user turn (one generation prompt).
+
+    The one place a chat template is applied around text that is filled in later (a classifier's
+    ``{text}``, a decision's state and question): the template is rendered with a marker where
+    ``slot`` stands, and split there.
+
+    Parameters
+    ----------
+    tokenizer : PreTrainedTokenizerBase
+        With a chat template.
+    system : str or None
+        The system turn (None: none).
+    user : str
+        The user turn, holding ``slot`` exactly once.
+    slot : str
+        What the caller fills in later.
+    fix : str
+        How to avoid the template, said in the error when it drops or repeats the slot.
+
+    Returns
+    -------
+    (str, str)
+        The rendered text before and after the slot.
+
+    Raises
+    ------
+    ValueError
+        The user turn does not hold ``slot`` exactly once, or the template dropped or repeated it.
+
+    Examples
+    --------
+    >>> from judge.testing import tiny_pair
+    >>> before, after = chat_split(tiny_pair()[1], "Be brief.", "{text}", "{text}", fix="chat=False")
+    >>> before.endswith("<|im_start|>user\\n"), after.startswith("<|im_end|>")
+    (True, True)
+    """
+    if user.count(slot) != 1:
+        raise ValueError(f"The user turn must hold {slot} exactly once, got {user.count(slot)}; {fix}.")
+    msgs = ([{"role": "system", "content": system}] if system else []) + \
+        [{"role": "user", "content": user.replace(slot, _SENTINEL)}]
+    full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    if full.count(_SENTINEL) != 1:
+        raise ValueError(f"The tokenizer's chat template dropped or repeated the user's text; {fix}.")
+    before, after = full.split(_SENTINEL)
+    return before, after
 
 
 def _added_token_regex(tokenizer):

@@ -57,7 +57,7 @@ from judge.decisions.questions import (
     YesNo,
     render_value,
 )
-from judge.prompts import natural_label
+from judge.prompts import chat_split, natural_label
 
 __all__ = ["CONTENT_FREE", "DEFAULT_STYLES", "NO_SPELLINGS", "PROMPT_VERSION", "Plan", "PromptStyle",
            "UNTRUSTED_NOTE", "YES_SPELLINGS", "is_opaque_id", "plan_question", "state_text"]
@@ -68,7 +68,6 @@ YES_SPELLINGS = ("Yes", "yes")
 NO_SPELLINGS = ("No", "no")
 
 _ANSWERS = ("name", "description", "both")
-_SENTINEL = "\x00JUDGE_DECISION\x00"
 _OPAQUE = re.compile(
     r"[A-Za-z]{0,2}[-_ .]?\d{1,6}"                                   # o0, A1, C3, 12, q_3
     r"|[A-Za-z]"                                                       # A
@@ -499,12 +498,11 @@ def plan_question(tokenizer, state: str | tuple, question: Question, style: Prom
         raise DecisionError(f"style must be a judge.decisions.PromptStyle, got {type(style).__name__} {style!r:.60}.")
     body, surfaces, order, listed, scored = _question_pieces(question, style)
     if style.chat:
-        msgs = [{"role": "system", "content": _preamble(listed, untrusted)}, {"role": "user", "content": _SENTINEL}]
-        full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        if full.count(_SENTINEL) != 1:
-            raise DecisionError("The tokenizer's chat template dropped or repeated the user message; "
-                                "use a PromptStyle with chat=False.")
-        before, after = full.split(_SENTINEL)
+        try:
+            before, after = chat_split(tokenizer, _preamble(listed, untrusted), "{content}", "{content}",
+                                       fix="use a PromptStyle with chat=False")
+        except ValueError as e:
+            raise DecisionError(str(e)) from None
     else:
         before, after = _preamble(listed, untrusted) + "\n\n", "\n\nAnswer:"
         if not isinstance(question, YesNo):
