@@ -91,7 +91,8 @@ def build(dataset: str, labels, variant: str, model=None, tokenizer=None, model_
     """(Classifier, columns) for a variant: ``proba[:, columns]`` is in ``labels`` order."""
     from judge import Classifier
     from judge import datasets as ds
-    from judge.prompts import DEFAULT_COMPLETION, DEFAULT_SYSTEM, PromptTemplate, natural_label
+    from judge.labels import natural_label
+    from judge.prompts import DEFAULT_COMPLETION, DEFAULT_SYSTEM, PromptTemplate
 
     if variant.startswith("letters@"):
         return build_letters(dataset, labels, int(variant.split("@")[1]), model, tokenizer, model_key)
@@ -140,7 +141,8 @@ def build_letters(dataset, labels, rotation, model=None, tokenizer=None, model_k
     """
     from judge import Classifier
     from judge import datasets as ds
-    from judge.prompts import PromptTemplate, natural_label
+    from judge.labels import natural_label
+    from judge.prompts import PromptTemplate
 
     k = len(labels)
     if k > len(LETTERS):

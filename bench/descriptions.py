@@ -148,7 +148,7 @@ def merge(files, json_out):
 
 
 def _chosen():
-    from judge.prompts import AUTO_DESCRIBE
+    from judge.labels import AUTO_DESCRIBE
 
     return AUTO_DESCRIBE
 

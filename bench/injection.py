@@ -107,7 +107,7 @@ def naive_special_counts(clf, texts) -> list[int]:
 def run(args) -> dict:
     from bench._common import load_bench_model
     from judge import Classifier
-    from judge.prompts import natural_label
+    from judge.labels import natural_label
 
     t_start = time.perf_counter()
     texts, y, labels = sample(args.data_dir, args.labels, args.per_label, args.seed, args.split)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_texts", "label_indices", "label_descriptions", "check_label_count", "check_model_arg",
-           "check_classifier_options", "check_encoder_spec"]
+__all__ = ["check_texts", "check_model_arg", "check_classifier_options", "check_encoder_spec"]
 
 
 def check_texts(texts) -> list[str]:
@@ -52,84 +51,6 @@ def check_texts(texts) -> list[str]:
                 f"Text {i} is not valid Unicode ({err.reason} at position {err.start}, e.g. a lone "
                 f"surrogate); decode your input with errors='replace' first.") from None
     return texts
-
-
-def label_indices(labels, y) -> np.ndarray:
-    """Indices of the values ``y`` in ``labels``: (n,) int64; a clear error for values that are not labels.
-
-    Examples
-    --------
-    >>> label_indices(["a", "b"], ["b", "a"]).tolist()
-    [1, 0]
-    """
-    if y is None:
-        raise TypeError(f"y must be a sequence of labels, one per text, got None; pass the true label of each text "
-                        f"(values of classes_, e.g. {list(labels)[:3]}).")
-    if isinstance(y, (str, bytes)):
-        raise TypeError(f"y must be a sequence of labels, got a single {type(y).__name__}; wrap it in a list.")
-    pos = {lab: i for i, lab in enumerate(labels)}
-    try:
-        y = list(y)
-    except TypeError:
-        raise TypeError(f"y must be a sequence of labels, one per text, got {type(y).__name__} {y!r:.40}.") from None
-    bad = sorted({str(v) for v in y if v not in pos})
-    if bad:
-        raise ValueError(
-            f"{len(bad)} value(s) in y are not labels of this classifier, e.g. {bad[:5]}; "
-            f"valid labels are classes_ (e.g. {list(labels)[:5]}).")
-    return np.asarray([pos[v] for v in y], np.int64)
-
-
-def label_descriptions(labels):
-    """``{label: description or None}`` when ``labels`` is a mapping, else None (values checked: str or None).
-
-    Examples
-    --------
-    >>> label_descriptions({"billing": "payments and invoices", "other": None})
-    {'billing': 'payments and invoices', 'other': None}
-    >>> label_descriptions(["billing", "other"]) is None
-    True
-    """
-    from collections.abc import Mapping
-
-    if labels is None:
-        raise TypeError("labels must be a list of label names or a dict {label: description}; got None.")
-    if not isinstance(labels, Mapping):
-        return None
-    out = {}
-    for k, v in labels.items():
-        if v is not None and not isinstance(v, str):
-            raise TypeError(f"The description of label {k!r} is {type(v).__name__} ({v!r:.40}); pass a string "
-                            f"or None for labels without one.")
-        out[k] = v
-    return out
-
-
-def check_label_count(labels) -> None:
-    """Raise a LabelError unless a classifier's label list has at least two labels.
-
-    One label is refused rather than given a meaning: every text would get it with probability 1
-    (``predict_proba`` a column of ones), which answers nothing. A question about one label is a
-    yes/no question: two labels (``[label, "other"]``) or :class:`judge.YesNo` with :class:`judge.Decider`.
-
-    Examples
-    --------
-    >>> check_label_count(["billing", "other"])
-    >>> check_label_count(["billing"])
-    Traceback (most recent call last):
-    ...
-    judge._errors.LabelError: A Classifier needs at least two labels; got one, 'billing' (every text would get it, with probability 1). To ask whether a text is about 'billing', pass two labels, e.g. Classifier(['billing', 'other']), or ask a yes/no question with judge.Decider and judge.YesNo.
-    """
-    from judge._errors import LabelError
-
-    if len(labels) == 0:
-        raise LabelError("The label list is empty; a Classifier needs at least two labels, e.g. "
-                         "['positive', 'negative'].")
-    if len(labels) == 1:
-        lab = next(iter(labels))
-        raise LabelError(f"A Classifier needs at least two labels; got one, {lab!r} (every text would get it, with "
-                         f"probability 1). To ask whether a text is about {lab!r}, pass two labels, e.g. "
-                         f"Classifier([{lab!r}, 'other']), or ask a yes/no question with judge.Decider and judge.YesNo.")
 
 
 def check_model_arg(model) -> None:

@@ -26,22 +26,21 @@ import warnings
 
 import numpy as np
 
-from judge._checks import (
-    check_classifier_options,
-    check_encoder_spec,
-    check_label_count,
-    check_model_arg,
-    check_texts,
-    label_descriptions,
-    label_indices,
-)
+from judge._checks import check_classifier_options, check_encoder_spec, check_model_arg, check_texts
 from judge._errors import NotCalibratedError
 from judge._math import softmax
-from judge.automaton.trie import as_label_list, validate_labels
 from judge.calibration.estimator import CalibratedMixin, check_prior
 from judge.engine.protocol import Closing
 from judge.inspection import InspectionMixin
-from judge.prompts import PromptTemplate, label_names_for
+from judge.labels import (
+    as_label_list,
+    check_label_count,
+    label_descriptions,
+    label_indices,
+    label_names_for,
+    validate_labels,
+)
+from judge.prompts import PromptTemplate
 
 __all__ = ["Classifier", "METHODS"]
 
@@ -87,7 +86,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         ``card arrival``); predictions always map back to ``labels``.
     describe : {"auto", "name", "description", "both"}
         What the model writes for a described label: its name, its description, or
-        ``name: description``. ``auto`` is :data:`judge.prompts.AUTO_DESCRIBE`, ``"name"``: chosen on
+        ``name: description``. ``auto`` is :data:`judge.labels.AUTO_DESCRIBE`, ``"name"``: chosen on
         the four validation splits (mean accuracy 44.9% names, 43.4% descriptions, 38.3% both), with
         a warning, so that descriptions are never dropped silently.
     batch_size : int
@@ -235,7 +234,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
 
         check_distinguishable(self.labels, label_names_for(self.labels, label_names, self.descriptions,
                                                            describe))  # fail early on look-alikes
-        from judge.prompts import AUTO_DESCRIBE
+        from judge.labels import AUTO_DESCRIBE
 
         if describe == "auto" and AUTO_DESCRIBE == "name" and any(d for d in (self.descriptions or {}).values()):
             warnings.warn(

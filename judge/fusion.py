@@ -96,7 +96,7 @@ def label_texts(labels, label_names=None, descriptions=None) -> list[str]:
     >>> label_texts(["card_arrival", "pin"], descriptions={"pin": "a PIN is blocked"})
     ['card arrival', 'pin: a PIN is blocked']
     """
-    from judge.prompts import label_names_for
+    from judge.labels import label_names_for
 
     return label_names_for(labels, label_names, descriptions, "both" if descriptions else "name")
 

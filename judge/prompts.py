@@ -12,13 +12,11 @@ models without a chat template get a plain completion prompt ending in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from judge._errors import LabelError
-
-__all__ = ["PromptTemplate", "DEFAULT_PROMPT", "DEFAULT_SYSTEM", "GUARDED_SYSTEM", "DEFAULT_COMPLETION", "DESCRIBE",
-           "AUTO_DESCRIBE", "natural_label", "label_names_for", "encode_pieces"]
+__all__ = ["PromptTemplate", "DEFAULT_PROMPT", "DEFAULT_SYSTEM", "GUARDED_SYSTEM", "DEFAULT_COMPLETION", "chat_split",
+           "encode_pieces"]
 
 DEFAULT_SYSTEM = (
     "You are a text classifier. Read the user's message and reply with exactly one label from "
@@ -35,112 +33,6 @@ DEFAULT_COMPLETION = (
     "Classify the text into exactly one of these labels.\n\nLabels:\n{labels}\n\nText: {text}\nLabel:"
 )
 _SENTINEL = "\x00JUDGE_TEXT\x00"
-#: What the model writes for a label with a description (``Classifier({label: description}, describe=...)``).
-DESCRIBE = ("auto", "name", "description", "both")
-#: ``describe="auto"``: chosen on the validation splits (bench/descriptions.py select, 64 texts each; mean accuracy
-#: of the model, uncalibrated: names 44.9%, descriptions 43.4%, both 38.3%; see the README).
-AUTO_DESCRIBE = "name"
-
-
-def natural_label(label: str, *, lower_first: bool = True) -> str:
-    """The natural form of an identifier: ``card_arrival`` -> ``card arrival``.
-
-    Underscores become spaces, and a capitalised first word is lower-cased
-    (``Refund_not_showing_up`` -> ``refund not showing up``): in a sorted list
-    a lone capitalised label sorts first and small models over-pick the first
-    label (measured on the validation splits, see the README). Acronyms and
-    other mixed-case words are kept.
-
-    Examples
-    --------
-    >>> natural_label("card_arrival")
-    'card arrival'
-    >>> natural_label("Refund_not_showing_up")
-    'refund not showing up'
-    >>> natural_label("NUM:date"), natural_label("PIN")
-    ('NUM:date', 'PIN')
-    >>> natural_label("_")  # nothing left: the label as given
-    '_'
-    """
-    words = label.replace("_", " ").split()
-    if lower_first and words and words[0][:1].isupper() and words[0][1:].islower():
-        words[0] = words[0].lower()
-    return " ".join(words) or label
-
-
-def label_names_for(labels: Sequence[str], label_names=None, descriptions=None, describe="auto") -> list[str]:
-    """What the model writes for each label.
-
-    Parameters
-    ----------
-    labels : sequence of str, length K
-    label_names : None, "natural", "raw", mapping or sequence of str
-        ``None``/``"natural"``: underscores become spaces; ``"raw"``: the labels
-        as given; a mapping ``{label: name}`` (missing labels use their natural
-        form) or a sequence of K names.
-    descriptions : mapping, optional
-        ``{label: description or None}``: what each label means, in the caller's words.
-    describe : {"auto", "name", "description", "both"}
-        What the model writes for a label with a description: its name, its description, or
-        ``name: description`` (``auto``: :data:`AUTO_DESCRIBE`). Labels without one: the name.
-
-    Returns
-    -------
-    list of str, length K
-
-    Raises
-    ------
-    LabelError
-        Names collide (e.g. ``a_b`` and ``a b`` both become ``a b``; two labels with the same
-        description written alone), or a sequence of the wrong length.
-
-    Examples
-    --------
-    >>> label_names_for(["card_arrival", "pin"], {"pin": "PIN code"})
-    ['card arrival', 'PIN code']
-    >>> label_names_for(["card_arrival", "pin"], descriptions={"pin": "a PIN is blocked"}, describe="both")
-    ['card arrival', 'pin: a PIN is blocked']
-    """
-    labels = list(labels)
-    if label_names is None or label_names == "natural":
-        names = [natural_label(lab) for lab in labels]
-        if len(set(names)) < len(names):  # lower-casing merged two labels ("Apple", "apple"): keep the case
-            names = [natural_label(lab, lower_first=False) for lab in labels]
-    elif label_names == "raw":
-        names = list(labels)
-    elif isinstance(label_names, Mapping):
-        names = [str(label_names.get(lab, natural_label(lab))) for lab in labels]
-    elif isinstance(label_names, Sequence) and not isinstance(label_names, str):
-        names = [str(n) for n in label_names]
-        if len(names) != len(labels):
-            raise LabelError(
-                f"label_names has {len(names)} entries but there are {len(labels)} labels; pass one "
-                f"name per label, in the same order, or a dict {{label: name}}.")
-    else:
-        raise LabelError(
-            f"label_names must be None, 'natural', 'raw', a dict or a list of names; got {label_names!r}.")
-    if descriptions:
-        mode = AUTO_DESCRIBE if describe == "auto" else describe
-        if mode not in DESCRIBE[1:]:
-            raise LabelError(f"describe must be one of {DESCRIBE}, got {describe!r}.")
-        if mode != "name":
-            out = []
-            for lab, name in zip(labels, names):
-                d = descriptions.get(lab)
-                d = " ".join(str(d).split()) if d is not None else ""
-                out.append(name if not d else d if mode == "description" else f"{name}: {d}")
-            names = out
-    seen = {}
-    for lab, name in zip(labels, names):
-        if not name.strip():
-            raise LabelError(f"The name shown for label {lab!r} is empty ({name!r}); give it visible text.")
-        if name in seen:
-            raise LabelError(
-                f"Labels {seen[name]!r} and {lab!r} are both shown to the model as {name!r}, so they "
-                f"could not be told apart; pass label_names='raw', a dict with distinct names, or distinct "
-                f"descriptions.")
-        seen[name] = lab
-    return names
 
 
 @dataclass(frozen=True)

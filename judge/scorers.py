@@ -42,7 +42,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from judge.engine.protocol import Item, option_context
-from judge.prompts import DEFAULT_PROMPT, PromptTemplate, label_names_for
+from judge.labels import label_names_for
+from judge.prompts import DEFAULT_PROMPT, PromptTemplate
 
 __all__ = ["CompiledLabels", "compile_labels", "prompt_items", "think", "score_exact", "score_decode", "search_texts", "score_shortlist",
            "zero_shot_scores", "shortlist_of",

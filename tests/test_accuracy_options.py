@@ -12,7 +12,8 @@ import pytest
 
 from judge import Classifier
 from judge.calibration import fit_bias_temperature
-from judge.prompts import DEFAULT_PROMPT, PromptTemplate, label_names_for, natural_label
+from judge.labels import label_names_for, natural_label
+from judge.prompts import DEFAULT_PROMPT, PromptTemplate
 from judge.testing import classifier_reference
 
 LABELS = ["card arrival", "card linking", "exchange rate", "refund not showing up", "top up failed"]

@@ -105,7 +105,8 @@ def check_fit_args(labels, texts, y, method, options) -> tuple[list, np.ndarray,
     ...
     ValueError: fit needs examples of at least 2 classes; all 2 labelled texts are 'a'. Add examples of other classes (classes_ lists them).
     """
-    from judge._checks import check_texts, label_indices
+    from judge._checks import check_texts
+    from judge.labels import label_indices
 
     if method not in METHODS:
         raise ValueError(f"Unknown fit method {method!r}; valid methods are {METHODS}.")

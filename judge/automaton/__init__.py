@@ -25,14 +25,8 @@ Examples
 
 from judge.automaton.hf import TrieLogitsProcessor
 from judge.automaton.token_classes import TokenClasses
-from judge.automaton.trie import (
-           ByteTrie,
-           TrieAutomaton,
-           as_label_list,
-           set_token_bits,
-           validate_labels,
-)
+from judge.automaton.trie import ByteTrie, TrieAutomaton, set_token_bits
 from judge.automaton.vocab import Vocabulary, bytes_to_unicode
 
-__all__ = ["ByteTrie", "TokenClasses", "TrieAutomaton", "TrieLogitsProcessor", "Vocabulary", "as_label_list",
-           "bytes_to_unicode", "set_token_bits", "validate_labels"]
+__all__ = ["ByteTrie", "TokenClasses", "TrieAutomaton", "TrieLogitsProcessor", "Vocabulary", "bytes_to_unicode",
+           "set_token_bits"]

@@ -36,8 +36,9 @@ import numpy as np
 
 from judge._errors import LabelError
 from judge.automaton import _kernels as K
+from judge.labels import as_label_list, validate_labels
 
-__all__ = ["ByteTrie", "TrieAutomaton", "as_label_list", "set_token_bits", "validate_labels"]
+__all__ = ["ByteTrie", "TrieAutomaton", "set_token_bits"]
 
 
 _BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
@@ -383,21 +384,6 @@ class TrieAutomaton:
         object.__setattr__(self, name, value)
 
 
-def as_label_list(labels) -> list:
-    """``labels`` as a list, refusing a lone string (which would split into characters).
-
-    Examples
-    --------
-    >>> as_label_list(("a", "b"))
-    ['a', 'b']
-    """
-    if isinstance(labels, (str, bytes)):
-        raise LabelError(
-            f"labels must be a sequence of strings, got a single {type(labels).__name__} {labels!r}; "
-            f"wrap it in a list: [{labels!r}].")
-    return list(labels)
-
-
 def _encode_labels(labels) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes of all labels concatenated, and offsets (raises on invalid labels)."""
     labels = as_label_list(labels)
@@ -430,30 +416,3 @@ def _intersect(ltrie, node_label, vtrie, ends):
     return K.expand_classes(cls, rep, r_indptr, r_toks, r_dest, node_label, ltrie.n_nodes)
 
 
-def validate_labels(labels: Sequence, what: str = "Label") -> None:
-    """Raise :class:`LabelError` unless ``labels`` are distinct non-blank strings.
-
-    Examples
-    --------
-    >>> validate_labels(["a", "b"])
-    >>> validate_labels(["a", "a"])
-    Traceback (most recent call last):
-    ...
-    judge._errors.LabelError: Duplicate label 'a' at positions 0 and 1; labels must be distinct.
-    """
-    if len(labels) == 0:
-        raise LabelError(f"The {what.lower()} list is empty; pass at least one label, e.g. ['positive', 'negative'].")
-    ok = all(type(lab) is str and lab.strip() for lab in labels)  # fast path for the common case
-    if ok and len(set(labels)) == len(labels):
-        return
-    seen = {}
-    for i, lab in enumerate(labels):
-        if not isinstance(lab, str):
-            raise LabelError(
-                f"{what} {i} is a {type(lab).__name__} ({lab!r}), not a str; convert labels with str() first.")
-        if not lab.strip():
-            raise LabelError(f"{what} {i} is empty or only whitespace ({lab!r}); every label needs visible text.")
-        if lab in seen:
-            raise LabelError(
-                f"Duplicate {what.lower()} {lab!r} at positions {seen[lab]} and {i}; labels must be distinct.")
-        seen[lab] = i

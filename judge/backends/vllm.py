@@ -254,7 +254,7 @@ def logits_processor_class():
         def validate_params(cls, sampling_params):
             labels = (sampling_params.extra_args or {}).get(LABELS_KEY)
             if labels is not None:
-                from judge.automaton.trie import validate_labels
+                from judge.labels import validate_labels
 
                 if not isinstance(labels, (list, tuple)):
                     raise ValueError(f"extra_args[{LABELS_KEY!r}] must be a list of label strings, got "

@@ -28,11 +28,12 @@ import warnings
 
 import numpy as np
 
-from judge._checks import check_texts, label_indices
+from judge._checks import check_texts
 from judge._errors import NotCalibratedError
 from judge._math import softmax
 from judge.calibration.bias import AUTO_PRIOR_STRENGTH, CONTENT_FREE, batch_bias, contextual_bias
 from judge.calibration.state import Calibration, check_calibrate_args, fit_resolved, resolve_bias
+from judge.labels import label_indices
 
 __all__ = ["CalibratedMixin", "check_content_free", "PRIORS", "AUTO_PRIOR_STRENGTH", "check_prior",
            "COLLAPSE_SHARE", "COLLAPSE_MIN_TEXTS"]

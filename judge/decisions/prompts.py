@@ -16,7 +16,7 @@ or ``both`` (``name: description``). An opaque id (`is_opaque_id`: ``o0``, ``A``
 ``C3``, a UUID) never becomes the answer the model must spell: an option named so is
 scored by its description whatever the style (by its id only when it has none). Answers
 stay keyed by the caller's names. Names are shown in their natural form (``card_arrival``
--> ``card arrival``, as `judge.prompts.natural_label`) unless the style says ``raw``.
+-> ``card arrival``, as `judge.labels.natural_label`) unless the style says ``raw``.
 Surfaces that would collide fall back to ``name: description`` (where the name means
 something), then to the raw names (names that mean something, or ids without a
 description); options still alike after that, such as opaque ids with the same
@@ -57,7 +57,8 @@ from judge.decisions.questions import (
     YesNo,
     render_value,
 )
-from judge.prompts import chat_split, natural_label
+from judge.labels import natural_label
+from judge.prompts import chat_split
 
 __all__ = ["CONTENT_FREE", "DEFAULT_STYLES", "NO_SPELLINGS", "PROMPT_VERSION", "Plan", "PromptStyle",
            "UNTRUSTED_NOTE", "YES_SPELLINGS", "is_opaque_id", "plan_question", "state_text"]

@@ -218,7 +218,7 @@ def classify_dataset(ds, *, labels=None, model=None, classifier_dir=None, text_c
         raise FileNotFoundError(f"classifier_dir {str(classifier_dir)!r} has no classifier.json; pass the "
                                 f"folder given to Classifier.save().")
     if labels is not None:
-        from judge.automaton.trie import as_label_list, validate_labels
+        from judge.labels import as_label_list, validate_labels
 
         labels = as_label_list(labels)
         validate_labels(labels)
