@@ -49,6 +49,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._decisions_bias import (
+    BIASES,
+    DEFAULT_BIAS,
+    accuracies,
+    neutral_prior,
+    truth_index,
+    wire_of,
+)
+
 HERE = Path(__file__).resolve().parent
 
 DEFAULT_CACHE = HERE / "cache" / "decisions"
@@ -182,7 +191,7 @@ def _run_one(args) -> None:
 
 def _dataset_question(dataset, labels):
     """A classification dataset as one choice question (TREC: its display names, with Li & Roth's descriptions)."""
-    from bench.accuracy import TREC_DESCRIPTIONS
+    from bench._accuracy_prompts import TREC_DESCRIPTIONS
     from judge import datasets as ds
     from judge.decisions import Choice
 
@@ -361,91 +370,6 @@ def audit(args) -> None:
         server.wait(timeout=60)
 
 
-BIASES = ("none", "contextual", "neutral", "contextual+neutral", "batch", "running@4", "running@8")
-WARM_UP = 8
-DEFAULT_BIAS = "contextual"
-CONTENT_FREE_N = ("N/A", "", "[MASK]")  # judge.decisions.CONTENT_FREE (imported lazily: --help stays fast)
-#: Ordinary states that answer none of the questions: a candidate for a richer content-free set (bias "neutral").
-NEUTRAL = ("Hello.", "Thanks, talk soon.", "See the attached file.", "The meeting is at 3 pm on Tuesday.",
-           "Lorem ipsum dolor sit amet, consectetur adipiscing elit.", '{"id": 1042, "status": "ok"}',
-           "It rained all day yesterday.", "Please find the details below.")
-
-
-def _neutral_prior(decider, q, memo: dict) -> np.ndarray:
-    """log mean answer distribution of ``q`` over the NEUTRAL states (question order), scored once per shape."""
-    from judge.calibration import contextual_bias
-    from judge.engine import Query
-
-    key = decider.plan("", q).shape
-    if key not in memo:
-        plans = [decider.plan(s, q) for s in NEUTRAL]
-        scorer = decider.scorer_
-        scorer.offline = False  # a few queries per question shape
-        try:
-            got = scorer.score([Query(p.pieces, p.surfaces) for p in plans])
-        finally:
-            scorer.offline = True
-        memo[key] = contextual_bias(np.stack([p.per_option(s) for p, s in zip(plans, got)]))
-    return memo[key]
-
-
-def _accuracies(rows) -> dict:
-    """rows: [(raw log-probs (K,), content-free log prior (K,), gold, shape, neutral log prior (K,))] of one
-    question -> accuracy and top share per bias.
-
-    ``batch`` divides out the mean answer distribution over the rows of the same shape (the same
-    option set; no labels; shapes seen fewer than WARM_UP times are left alone): what a running batch
-    prior over this question's traffic converges to. ``running@W`` is that prior as a server would
-    keep it (``Decider(bias="running", warm_up=W)``), in the rows' order: the mean over the earlier rows
-    of the shape once there are W of them, the content-free prior before.
-    """
-    from judge.calibration import batch_bias
-
-    groups = defaultdict(list)
-    for r in rows:
-        groups[r[3]].append(r[0])
-    prior = {s: batch_bias(np.stack(zs)) for s, zs in groups.items() if len(zs) >= WARM_UP}
-
-    y = np.array([r[2] for r in rows])
-    out = {"n": len(rows), "majority": float(np.bincount(y).max() / len(y)),
-           "gold": {str(k): int(v) for k, v in zip(*np.unique(y, return_counts=True))}}
-    for b in BIASES:
-        preds, seen = [], defaultdict(list)
-        for z, cf, _, shape, neutral in rows:
-            z = z - np.logaddexp.reduce(z)
-            if b == "contextual":
-                z = z - cf
-            elif b == "neutral":
-                z = z - neutral
-            elif b == "contextual+neutral":
-                k = len(CONTENT_FREE_N)
-                z = z - np.logaddexp(cf + np.log(k), neutral + np.log(len(NEUTRAL))) + np.log(k + len(NEUTRAL))
-            elif b == "batch" and shape in prior:
-                z = z - prior[shape]
-            elif b.startswith("running@"):
-                earlier, w = seen[shape], int(b.split("@")[1])
-                z0, z = z, z - (batch_bias(np.stack(earlier)) if len(earlier) >= w else cf)
-                earlier.append(z0)
-            preds.append(int(np.argmax(z)))
-        preds = np.array(preds)
-        out[b] = {"accuracy": float(np.mean(preds == y)), "top_share": float(np.bincount(preds).max() / len(preds))}
-    return out
-
-
-def _wire_of(q) -> dict:
-    from bench._decisions_data import wire
-
-    return wire(q)
-
-
-def _truth_index(q) -> int:
-    if q.type == "choice":
-        return [c.key for c in q.criteria].index(str(q.ground_truth))
-    if q.type == "noul":
-        return 0 if str(q.ground_truth).lower() in ("true", "1", "yes") else 1
-    return int(q.ground_truth)
-
-
 def select(args) -> None:
     """Validation only: each variant x bias, per question; the style chosen per question type (the rule below).
 
@@ -469,14 +393,14 @@ def select(args) -> None:
                 qs = _parsed(it)
                 a, b = on.log_probs([(it.state, qs)])[0], off.log_probs([(it.state, qs)])[0]
                 for k, q in it.questions.items():
-                    shape = json.dumps(_wire_of(q), sort_keys=True)
+                    shape = json.dumps(wire_of(q), sort_keys=True)
                     rows[(q.type, f"{it.metadata['generator']}.{k}")].append(
-                        (b[k], b[k] - a[k], _truth_index(q), shape, _neutral_prior(off, qs[k], memo)))
+                        (b[k], b[k] - a[k], truth_index(q), shape, neutral_prior(off, qs[k], memo)))
         except LookupError as e:
             skipped[variant] = f"its sys1bench validation items (n={args.n} per generator) are not all scored: {e}"
             print(f"skip {variant}: {skipped[variant]}", file=sys.stderr)
             continue
-        per = {f"{t}:{name}": _accuracies(rs) for (t, name), rs in sorted(rows.items())}
+        per = {f"{t}:{name}": accuracies(rs) for (t, name), rs in sorted(rows.items())}
         for dataset in DATASETS:
             n = args.n_trec if dataset == "trec" else args.n_datasets
             y, labels, texts = gold(dataset, "validation", args.data_dir, n)
@@ -486,11 +410,11 @@ def select(args) -> None:
                 for s in range(0, len(texts), 8):
                     part = [(t, {"q": q}) for t in texts[s:s + 8]]
                     for a, b, yy in zip(on.log_probs(part), off.log_probs(part), y[s:s + 8]):
-                        rs.append((b["q"], b["q"] - a["q"], int(yy), "q", _neutral_prior(off, q, memo)))
+                        rs.append((b["q"], b["q"] - a["q"], int(yy), "q", neutral_prior(off, q, memo)))
             except LookupError:
                 missing[variant].append(f"choice:{dataset}")
                 continue
-            per[f"choice:{dataset}"] = _accuracies(rs)
+            per[f"choice:{dataset}"] = accuracies(rs)
         table[variant] = per
         print(f"{variant}: " + "  ".join(f"{k}={v['contextual']['accuracy']:.2f}" for k, v in per.items()),
               file=sys.stderr, flush=True)

@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 
 from bench._baselines import embed_lr, metrics, tfidf_lr  # noqa: E402
 from bench._fit_cache import DKEYS, classifier, features, path, rows  # noqa: E402
+from bench._fit_helpers import POST_FIT, calibrated, cross_fit, draws, library, missing, table  # noqa: E402
 
 DATA = str(HERE.parent.parent / "shared" / "datasets")
 
@@ -81,30 +82,7 @@ def load(dkey, sel, kinds, model_key="smollm2"):
     return out
 
 
-def draws(y_pool, n, seeds):
-    """Distinct n-per-class draws (index arrays into the pool) for the given seeds."""
-    import numpy as np
-
-    from bench._fit_cache import per_class
-
-    seen, out = set(), []
-    for s in seeds:
-        d = per_class(y_pool, n, seed=s)
-        if tuple(d) not in seen:
-            seen.add(tuple(d))
-            out.append(np.asarray(d))
-    return out
-
-
 # ----------------------------------------------------------------------------- baselines
-
-def calibrated(val_scores, y_val, test_scores):
-    """The default walk's calibration (batch prior + fitted bias + T), L2 by out-of-fold NLL on validation."""
-    from judge.calibration.state import fit_resolved, resolve_bias
-
-    cal = fit_resolved(tuple(range(val_scores.shape[1])), val_scores, y_val, resolve_bias("batch+fit", "exact", "cv"))
-    return cal.transform(test_scores), cal.report["bias_l2"]
-
 
 SHOTS = (1, 4, 16, 64, "full")
 
@@ -143,7 +121,7 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
 
         out["points"]["0"]["zero-shot (uncalibrated)"] = metrics(y_te, [softmax(te["scores"])], 0.0, zs_pt)
     else:
-        why = _missing(dkey, {"test": te, "validation": va}, ("scores",), sels, model_key)
+        why = missing(dkey, {"test": te, "validation": va}, ("scores",), sels, model_key)
         out["points"]["0"] = {"zero-shot": why, "zero-shot (uncalibrated)": why}
         log(f"{dkey:<10} n=0     zero-shot        {why}")
     emb_rows = {int(i): j for j, i in enumerate(emb64["idx"])} if "embed" in emb64 else {}
@@ -164,9 +142,9 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
             why = None
             if m.startswith("head"):
                 kinds = ("scores", "states") if m == "head" else ("states",)
-                why = _missing(dkey, {where: src, "test": te, "validation": va}, kinds, sels, model_key)
+                why = missing(dkey, {where: src, "test": te, "validation": va}, kinds, sels, model_key)
             elif m == "embeddings + LR":
-                why = _missing(dkey, {"test": te}, ("embed",), sels, model_key)
+                why = missing(dkey, {"test": te}, ("embed",), sels, model_key)
                 if why is None and "embed" not in src and not (
                         emb_rows and all(int(i) in emb_rows for _, d in sets for i in src["idx"][d])):
                     sel = "train" if n == "full" else "pool64"  # pool64 holds every draw of up to 64 per class
@@ -211,52 +189,11 @@ def curve(dkey, *, test_sel, val_sel, pool_sel, seeds=(0, 1, 2, 3, 4), split="te
     return out
 
 
-def _missing(dkey, parts, kinds, sels, model_key="smollm2"):
-    """None when every part has every feature kind cached, else ``"not run: <reason>"`` naming the cache command."""
-    gaps = [(name, kind) for name, part in parts.items() for kind in kinds if kind not in part]
-    if not gaps:
-        return None
-    by_sel: dict = {}
-    for name, kind in gaps:
-        by_sel.setdefault(sels[name], []).append(kind)
-    what = ", ".join(f"{'+'.join(k)} of {sel}" for sel, k in by_sel.items())
-    model = "" if model_key == "smollm2" else f" --model MODEL --model-key {model_key}"
-    cmds = "; ".join(f"python -m bench.learning_curve cache --what {','.join(k)} --dkeys {dkey} --sels {sel}{model}"
-                     for sel, k in by_sel.items())
-    return f"not run: no complete cached {what} (run: {cmds})"
-
-
 POOLS = {"banking77": ("test300", "validation300", "pool4"), "clinc150": ("test200", "validation200", "pool4"),
          "massive": ("test200", "validation200", "pool4"), "trec": ("test500", "validation500", "pool16"),
          "trec-fine": ("test500", "validation500", "pool16")}
 
 
-def _cross_fit(s, y, how, seed=0):
-    """Calibrated probabilities of every row, 2-fold cross-fitted: ``how(s_fit, y_fit, s_apply)`` fitted on one
-    seeded half of the rows and applied to the other, both ways."""
-    import numpy as np
-
-    idx = np.random.default_rng(seed).permutation(len(y))
-    halves = idx[: len(y) // 2], idx[len(y) // 2:]
-    out = np.empty_like(s)
-    for fit_rows, apply_rows in (halves, halves[::-1]):
-        out[apply_rows] = how(s[fit_rows], y[fit_rows], s[apply_rows])
-    return out
-
-
-def _library(bias, **kw):
-    """``(s_fit, y_fit, s_apply) -> probabilities``: ``calibrate(bias=...)`` on scores, as the library resolves it."""
-    from judge.calibration.state import fit_resolved, resolve_bias
-
-    resolved = resolve_bias(bias, "exact", 1.0, **kw)
-    return lambda s_fit, y_fit, s_apply: fit_resolved(tuple(range(s_fit.shape[1])), s_fit, y_fit,
-                                                      resolved).transform(s_apply)
-
-
-#: The post-fit calibrations ``select`` compares (validation, cross-fitted).
-POST_FIT = {"batch prior + fitted bias + T": lambda a, b, c: calibrated(a, b, c)[0],
-            "temperature only": _library(None),  # no bias: the argmax kept
-            "either, by out-of-fold NLL (bias='cv')": _library("cv")}
 SELECT_RULE = (
     "fixed before running: (1) post-fit calibration of the head: the arm of POST_FIT with the highest mean "
     "cross-fitted validation accuracy over every measured (dataset, per-class, features) point, the lowest mean "
@@ -291,8 +228,8 @@ def select(args) -> None:
             sets = draws(src["y"], n, (0, 1, 2, 3, 4) if where == "pool" else (0,))
             for feat in ("hidden+scores", "hidden"):
                 use_s = feat == "hidden+scores"
-                why = _missing(dkey, {where: src, "validation": va}, ("scores", "states") if use_s else ("states",),
-                               {"pool": p, "train": "train", "validation": v})
+                why = missing(dkey, {where: src, "validation": va}, ("scores", "states") if use_s else ("states",),
+                              {"pool": p, "train": "train", "validation": v})
                 key = f"{n}/{feat}"
                 if why is not None:
                     res[dkey][key] = why
@@ -305,7 +242,7 @@ def select(args) -> None:
                     s = head.log_proba(va["scores"] if use_s else None, va["states"])
                     raw.append(np.exp(s))
                     for name, how in POST_FIT.items():
-                        post[name].append(_cross_fit(s, y_va, how))
+                        post[name].append(cross_fit(s, y_va, how))
                 res[dkey][key] = {"where": where, "draws": len(sets), "uncalibrated": metrics(y_va, raw),
                                   **{name: metrics(y_va, ps) for name, ps in post.items()}}
                 rows_.append((dkey, n, feat, res[dkey][key]))
@@ -333,7 +270,7 @@ def post_fit_default():
     from judge.adaptation.fit import OPTIONS
     from judge.calibration.state import AUTO_BIAS, AUTO_BIAS_AFTER_FIT
 
-    return OPTIONS["head"]["features"], AUTO_BIAS_AFTER_FIT.get("head", AUTO_BIAS), _library("auto", adaptation="head")
+    return OPTIONS["head"]["features"], AUTO_BIAS_AFTER_FIT.get("head", AUTO_BIAS), library("auto", adaptation="head")
 
 
 def report(args) -> None:
@@ -390,23 +327,6 @@ def report(args) -> None:
             out["datasets"][dkey]["head_calibration"] = args.head_calibration if head_cal is None else arm
         Path(args.json).write_text(json.dumps(out, indent=1))
     print(table(out))
-
-
-def table(out) -> str:
-    lines = ["| dataset | n/class | method | accuracy % [95% CI] | ECE / floor | fit s | predict texts/s |",
-             "|---|---|---|---|---|---:|---:|"]
-    for dkey, r in out["datasets"].items():
-        for n, pt in r["points"].items():
-            for m, v in pt.items():
-                if isinstance(v, str):  # "not run: <reason>"
-                    lines.append(f"| {dkey} | {n} | {m} | {v} | | | |")
-                    continue
-                lo, hi = v["accuracy_ci"]
-                tps = "-" if v["predict_texts_per_s"] is None else f"{v['predict_texts_per_s']:.2f}"
-                lines.append(f"| {dkey} | {n} | {m} | {100 * v['accuracy']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] | "
-                             f"{v['ece']:.3f} / {v['ece_floor']:.3f} = {v['ece_over_floor']:.2f} | "
-                             f"{v['fit_seconds']:.1f} | {tps} |")
-    return "\n".join(lines)
 
 
 def _merge_json(f, key, value):
@@ -470,9 +390,9 @@ def demos(args) -> None:
     torch.set_num_threads(args.threads)
     t, v, p = POOLS[args.dkey]
     pool = load(args.dkey, p, ("states",))
-    why = _missing(args.dkey, {"pool": pool}, ("states",), {"pool": p}) or \
-        _missing(args.dkey, {"validation": load(args.dkey, v, ("scores",)), "test": load(args.dkey, t, ("scores",))},
-                 ("scores",), {"validation": v, "test": t})
+    why = missing(args.dkey, {"pool": pool}, ("states",), {"pool": p}) or \
+        missing(args.dkey, {"validation": load(args.dkey, v, ("scores",)), "test": load(args.dkey, t, ("scores",))},
+                ("scores",), {"validation": v, "test": t})
     if why:  # the demonstrations' states and the zero-shot comparison come from the cache
         raise SystemExit(f"{args.dkey} demos: {why}")
     keep = draws(pool["y"], args.per_class, (0,))[0]
@@ -569,7 +489,7 @@ def calibration_check(args) -> None:
         d = draws(tr["y"], args.per_class, (0,))[0]
         head = fit_head(tr["states"][d], tr["y"][d], len(va["labels"]), cv=3)
         s, y = head.log_proba(None, va["states"]), va["y"]
-        cal, temp = (_cross_fit(s, y, POST_FIT[name]) for name in ("batch prior + fitted bias + T", "temperature only"))
+        cal, temp = (cross_fit(s, y, POST_FIT[name]) for name in ("batch prior + fitted bias + T", "temperature only"))
         out[dkey] = {"n_per_class": args.per_class, "n_validation": len(y),
                      "raw_accuracy": float((s.argmax(1) == y).mean()),
                      "default (batch prior + fitted bias + T)": metrics(y, [cal]),

@@ -57,6 +57,7 @@ import time
 from pathlib import Path
 
 from bench._common import FAMILY_NAMES, ebnf_choice, family_labels, regex_choice  # noqa: E402
+from bench._masks_table import fmt, print_ratios, print_table  # noqa: E402
 
 ENGINES = ("ours", "xgrammar", "llguidance", "outlines-core")
 _MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines-core": "outlines_core"}
@@ -474,49 +475,6 @@ def _summarize(engine: str, family: str, k: int, run: dict, args) -> dict:
     return rec
 
 
-def _fmt(x, spec):
-    if x is None:
-        width = "".join(c for c in spec.split(".")[0] if c.isdigit())
-        return "-".rjust(int(width or 0))
-    return format(x, spec)
-
-
-_SHORT_SOURCE = {"TrieAutomaton.memory_bytes": "arrays", "CompiledGrammar.memory_size_bytes": "xgr",
-                 "rss_delta (psutil; max over repeats)": "rss"}
-
-
-def _print_table(records):
-    head = (f"{'engine':<14}{'family':<7}{'K':>7}{'len':>6}{'setup_ms':>10}{'compile_ms':>12}"
-            f"{'1st_mask_ms':>12}{'fill_us':>9}{'mem_MB':>10} {'mem_src':<8}{'agree':>6}{'rej':>5}  status")
-    print(head)
-    print("-" * len(head))
-    for r in records:
-        src = _SHORT_SOURCE.get(r.get("memory_source"), "-")
-        print(f"{r['engine']:<14}{r['family']:<7}{r['K']:>7}{_fmt(r.get('mean_label_len'), '6.1f')}"
-              f"{_fmt(r.get('setup_ms'), '10.0f')}{_fmt(r['compile_ms'], '12.2f')}"
-              f"{_fmt(r.get('first_mask_ms'), '12.3f')}{_fmt(r['fill_us'], '9.2f')}"
-              f"{_fmt(r['memory_mb'], '10.3f')} {src:<8}{_fmt(r.get('mask_agree'), '6.2f')}"
-              f"{_fmt(r.get('rejected_walks'), '5d')}  {r['status']}")
-
-
-def _print_ratios(records):
-    ours = {(r["family"], r["K"]): r for r in records if r["engine"] == "ours" and r["status"] == "ok"}
-    print("\nratios peer / ours (compile_ms, fill_us); '>' = lower bound from a timeout")
-    print(f"{'engine':<14}{'family':<7}{'K':>7}{'compile':>12}{'fill':>10}")
-    for r in records:
-        o = ours.get((r["family"], r["K"]))
-        if r["engine"] == "ours" or o is None:
-            continue
-        if r["status"] == "ok":
-            c = f"{r['compile_ms'] / o['compile_ms']:.1f}x"
-            f = f"{r['fill_us'] / o['fill_us']:.1f}x"
-        elif r["status"] == "timeout":
-            c, f = f">{r['timeout_s'] * 1e3 / o['compile_ms']:.0f}x", "-"
-        else:
-            c, f = "-", "-"
-        print(f"{r['engine']:<14}{r['family']:<7}{r['K']:>7}{c:>12}{f:>10}")
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -586,12 +544,12 @@ def main(argv=None) -> None:
                     if rec["status"] == "timeout":
                         timed_out.add(engine)
                 records.append(rec)
-                print(f"  {engine:<14}{fam:<6}K={k:<7} {rec['status']:<8} compile_ms={_fmt(rec['compile_ms'], '.2f')} "
-                      f"fill_us={_fmt(rec['fill_us'], '.2f')} memory_mb={_fmt(rec['memory_mb'], '.3f')}",
+                print(f"  {engine:<14}{fam:<6}K={k:<7} {rec['status']:<8} compile_ms={fmt(rec['compile_ms'], '.2f')} "
+                      f"fill_us={fmt(rec['fill_us'], '.2f')} memory_mb={fmt(rec['memory_mb'], '.3f')}",
                       flush=True)
     print()
-    _print_table(records)
-    _print_ratios(records)
+    print_table(records)
+    print_ratios(records)
     setups = {}
     for r in records:
         if r.get("setup_ms") is not None:

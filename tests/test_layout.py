@@ -9,6 +9,10 @@ Walks every module of ``judge`` with ``ast`` (nothing is imported):
 * the graph of imports between judge modules (function-level imports included) has no cycle;
 * no module is over 600 lines, except the numba kernels;
 * every module starts with a docstring.
+
+bench/ is a consumer of the library: its scripts run as ``python -m bench.NAME`` and use public names
+only, and every file there (scripts and their private helper modules) is held to the same 600 lines and
+docstring.
 """
 
 from __future__ import annotations
@@ -205,3 +209,14 @@ def test_bench_uses_the_library_through_public_names_only():
                         continue
                     bad.append(f"{path.name}:{node.lineno}: .{node.attr} of {ast.unparse(owner)}")
     assert not bad, "bench/ reaches past the public API:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in BENCH.glob("*.py")))
+def test_bench_module_is_short_and_says_what_it_does(name):
+    """The library's rule, for bench/ too: a script past it moves a self-contained part (tables, prompts,
+    pure helpers) into a private helper module of the package, ``bench/_NAME.py``."""
+    path = BENCH / name
+    text = path.read_text(encoding="utf-8")
+    n = text.count("\n")
+    assert n <= MAX_LINES, f"{path} has {n} lines (limit {MAX_LINES}): move a self-contained part to bench/_NAME.py"
+    assert ast.get_docstring(ast.parse(text)), f"{path} has no module docstring"
