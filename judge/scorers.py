@@ -407,22 +407,17 @@ def compile_labels(clf, engine=None) -> CompiledLabels:
     >>> compile_labels(clf).root_ids == tok(compile_labels(clf).prefix)["input_ids"]
     True
     """
-    from judge.engine.engine import Engine
+    from judge.backends import make_scorer
 
-    kind = Engine
-    if getattr(clf, "backend", "transformers") == "vllm":  # the same token sequences, scored by vLLM
-        from judge.backends.vllm import VLLMScorer, check_classifier
+    backend = getattr(clf, "backend", "transformers")
+    if backend == "vllm":  # the same token sequences, scored by vLLM
+        from judge.backends.vllm import check_classifier
 
         check_classifier(clf)
-        kind = VLLMScorer
-    same = isinstance(engine, kind) and engine.model is clf.model and engine.tokenizer is clf.tokenizer \
-        and engine.end_token == clf.end_token and (kind is not Engine or engine.device == clf.device)
-    if same:
-        eng = engine
-    elif kind is Engine:
-        eng = Engine(clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
-    else:
-        eng = kind(clf.model, clf.tokenizer, end_token=clf.end_token)
+    fresh = make_scorer(backend, clf.model, clf.tokenizer, device=clf.device, end_token=clf.end_token)
+    same = type(engine) is type(fresh) and engine.model is clf.model and engine.tokenizer is clf.tokenizer \
+        and engine.end_token == clf.end_token and engine.device == fresh.device
+    eng = engine if same else fresh
     eng.setup()
     prompt = clf.prompt
     prompt = DEFAULT_PROMPT if prompt is None else (
