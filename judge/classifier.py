@@ -3,7 +3,7 @@
 The constructor stores its arguments and validates them (the label set: empty,
 duplicate or look-alike labels fail here, before any model loads); the model is
 loaded, the prompt's shared prefix cached and the labels compiled on first use
-(:class:`judge.scorers.CompiledLabels`, under a lock: two threads never load
+(:class:`judge.compiled.CompiledLabels`, under a lock: two threads never load
 twice). Scoring is done by :class:`judge.engine.Engine`; the fitted state is one
 :class:`judge.calibration.state.Calibration`, swapped in one assignment.
 
@@ -318,14 +318,14 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
             return self._compiled
 
     def _compile(self):
-        from judge.scorers import compile_labels
+        from judge.compiled import compile_labels
         c = compile_labels(self, self.__dict__.get("engine_"))
         object.__setattr__(self, "engine_", c.engine)
         return c
 
     @property
     def compiled_(self):
-        """The compiled label set (:class:`judge.scorers.CompiledLabels`): engine, prompt split, token sequences."""
+        """The compiled label set (:class:`judge.compiled.CompiledLabels`): engine, prompt split, token sequences."""
         return self._setup()
 
     @property
@@ -375,13 +375,13 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
             from judge.fusion import experts
 
             return self.fusion_.combine(*experts(self, texts))
-        from judge.scorers import zero_shot_scores
+        from judge.compiled import zero_shot_scores
 
         return zero_shot_scores(self, texts)
 
     def _search(self, texts, cal, mode, eps):
         """The certified search where it applies (else None; not after fit); report in search_report_."""
-        from judge.scorers import search_texts
+        from judge.compiled import search_texts
 
         if self.shortlist is not None or self.adaptation_ is not None or self.embedder is not None:
             return None
@@ -412,7 +412,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         if self.shortlist is None:
             raise ValueError("shortlist_recall needs a shortlist: build the Classifier with shortlist=M.")
         texts = check_texts(texts)
-        from judge.scorers import shortlist_of
+        from judge.compiled import shortlist_of
 
         return shortlist_of(self, self._setup()).recall(texts, label_indices(self.labels, y))
 

@@ -205,8 +205,8 @@ def experts(clf, texts) -> tuple[np.ndarray, np.ndarray]:
     ((1, 2), (1, 2))
     """
     from judge.calibration.bias import AUTO_PRIOR_STRENGTH
+    from judge.compiled import zero_shot_scores
     from judge.encoders import get_encoder
-    from judge.scorers import zero_shot_scores
 
     texts = list(texts)
     c = clf.compiled_

@@ -1,11 +1,11 @@
 """What a compiled classifier shows: its prompt, label surfaces, token ids, automaton and fingerprint.
 
 A mixin of `judge.Classifier` (as its calibrated half, :mod:`judge.calibration.estimator`): read-only
-views of the compiled label set (``compiled_``, :class:`judge.scorers.CompiledLabels`), for
+views of the compiled label set (``compiled_``, :class:`judge.compiled.CompiledLabels`), for
 inspecting what the model is asked and what it is scored on, and the fingerprint that keys cached
 scores.
 
-What it deliberately does not do: compile or score (the classifier and :mod:`judge.scorers` do).
+What it deliberately does not do: compile or score (the classifier and :mod:`judge.compiled` do).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class InspectionMixin:
 
     def prompt_ids(self, text: str) -> list[int]:
         """Token ids of the prompt for ``text`` (tokenized whole, truncated as scoring would)."""
-        from judge.scorers import prompt_items
+        from judge.compiled import prompt_items
 
         return list(prompt_items(self.compiled_, check_texts([text]))[0].ids)
 

@@ -23,7 +23,7 @@ from judge.backends import check_backend, make_scorer
 
 def test_nothing_imports_vllm():
     code = ("import sys, judge, judge.backends, judge.backends.vllm, judge.classifier, judge.decisions, "
-            "judge.scorers, judge.cli, judge.cli.batch, judge.cli.serve, judge.distributed; "
+            "judge.compiled, judge.cli, judge.cli.batch, judge.cli.serve, judge.distributed; "
             "print([m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

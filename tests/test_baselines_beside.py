@@ -103,8 +103,8 @@ def test_shortlist_with_two_encoders_sums_their_similarities():
 
 
 def test_classifier_shortlist_takes_weighted_encoders_and_keeps_them_when_saved(pair, tmp_path):
+    from judge.compiled import shortlist_of
     from judge.retrieval import Shortlist
-    from judge.scorers import shortlist_of
 
     model, tok = pair
     labels = ["card arrival", "exchange rate", "pin blocked", "top up failed"]

@@ -3,7 +3,7 @@
 * :func:`answer_states` — the last layer's hidden state (after the final norm: what the LM head
   reads) at the answer slot of each text's prompt, i.e. at the prompt's last token, where the
   label's first token is predicted. The prompts are the classifier's own token items
-  (:func:`judge.scorers.prompt_items`: tokenized whole, by the engine), so the head sees exactly
+  (:func:`judge.compiled.prompt_items`: tokenized whole, by the engine), so the head sees exactly
   the prompt the labels are scored after. One plain forward pass of the decoder per batch, no
   label tree: on SmolLM2-135M about a quarter of the cost of exact scoring over Banking77's 77
   labels. The instructions' keys/values (the compiled ``root_ids``) are computed once per model
@@ -58,7 +58,7 @@ def answer_states(clf, texts, *, batch_size: int | None = None) -> np.ndarray:
     (2, 64)
     """
     from judge._checks import check_texts
-    from judge.scorers import prompt_items
+    from judge.compiled import prompt_items
 
     texts = check_texts(texts)
     if batch_size is None:

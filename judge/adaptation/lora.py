@@ -251,8 +251,8 @@ def train_lora(clf, texts, y, *, rank=8, alpha=16.0, target_modules=("q_proj", "
     import torch
 
     peft = _need_peft()
+    from judge.compiled import prompt_items
     from judge.engine import Engine
-    from judge.scorers import prompt_items
 
     t0 = time.perf_counter()
     c = clf.compiled_

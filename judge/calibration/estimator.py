@@ -153,7 +153,7 @@ class CalibratedMixin:
         >>> p.shape, round(float(np.exp(p).sum()), 6)
         ((2,), 1.0)
         """
-        from judge.scorers import zero_shot_scores
+        from judge.compiled import zero_shot_scores
 
         c = self.compiled_
         if getattr(c, "label_prior", None) is None:

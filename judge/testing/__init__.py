@@ -10,7 +10,7 @@ Not a stable API: it serves this project's tests and benchmarks, and changes wit
 * :mod:`~judge.testing.generators` — seeded label families (tool names, ICD-like codes, ...).
 
 What is deliberately not here: anything from the engine. This package imports nothing from
-``judge.engine``, ``judge.classifier``, ``judge.scorers`` or ``judge.prompts``, so a bug there
+``judge.engine``, ``judge.classifier``, ``judge.compiled`` or ``judge.prompts``, so a bug there
 cannot hide in the reference.
 
 Examples

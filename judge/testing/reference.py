@@ -19,7 +19,7 @@ So every exactness test reads ``assert_allclose(Engine(m, t).score(q), Reference
 brute force for a plain prompt string, token ids, and a classifier's labels.
 
 What it deliberately does not do: import anything of ``judge.engine``, ``judge.prompts``,
-``judge.classifier`` or ``judge.scorers``, cache, batch, or run fast.
+``judge.classifier`` or ``judge.compiled``, cache, batch, or run fast.
 """
 
 from __future__ import annotations
