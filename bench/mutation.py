@@ -63,6 +63,7 @@ EQUIVALENT = REPO / "bench" / "mutation_equivalent.json"
 MUTMUT = "mutmut==3.8.1"
 
 _ENGINE_TESTS = ["tests/test_classifier.py", "tests/test_search.py", "tests/test_architectures.py",
+                 "tests/test_engine_passes.py",
                  "tests/test_server_limits.py::test_split_rows_score_as_one_row",
                  "tests/test_server_limits.py::test_plan_covers_every_option_once_within_the_budgets",
                  "tests/test_server_limits.py::test_blockwise_masks_equal_the_naive_mask",

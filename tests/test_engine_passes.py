@@ -1,0 +1,147 @@
+"""The pass planner and the pass itself (:mod:`judge.engine.passes`, :mod:`judge.engine.forest`) at their edges.
+
+What a caller of ``plan_passes`` / ``Engine.score_items`` relies on beyond the random plans of
+tests/test_server_limits.py: bad budgets are refused by name; an option that does not fit is
+refused exactly at the limit, the message naming the setting to raise and what it counts; a
+split item whose prompt the call's root already holds stays on that root; ``pack`` merges the
+longest prompts together and scores as the brute force; an item whose only option is empty
+(score 0) may share a row with others. The float64 log-sum-exp keeps its precision and its
+device; ``model_context`` reads any positive context; the forest's slots name their node and
+``common_prefix`` honours a limit past both lengths.
+
+Every test builds its own objects (no engine or plan cached from an unmutated run), so the
+mutation run (bench/mutation.py) sees each mutant.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from judge.engine import Engine, Item
+from judge.engine.forest import build_rows, common_prefix
+from judge.engine.passes import _lse, model_context, plan_passes
+from judge.testing import tiny_pair
+from judge.testing.reference import reference_logprobs_ids
+
+
+def _covered(passes, items):
+    seen = {}
+    for p in passes:
+        for row in p.rows:
+            for i, o in row:
+                for j in (range(len(items[i].options)) if o is None else o):
+                    seen[(i, j)] = seen.get((i, j), 0) + 1
+    return seen == {(i, j): 1 for i, it in enumerate(items) for j in range(len(it.options))}
+
+
+# ----------------------------------------------------------------------------- plan_passes
+
+@pytest.mark.parametrize("T, P, B", [(1, 8, 4), (64, 0, 4), (64, 8, 0)])
+def test_plan_refuses_budgets_below_the_minimum(T, P, B):
+    with pytest.raises(ValueError, match="plan_passes needs max_tokens >= 2, max_logits >= 1 and max_rows >= 1"):
+        plan_passes([Item([1], [[7]])], max_tokens=T, max_logits=P, max_rows=B)
+
+
+def test_an_option_too_long_is_refused_exactly_at_the_token_limit_naming_key_columns():
+    items = [Item([1, 2, 3], [[7, 8, 9, 10, 11]])]  # its prompt cached whole (R=2), 1 + 4 prefix nodes fed
+    root = (1, 2)
+    ok = plan_passes(items, root, max_tokens=7, max_logits=64)
+    assert _covered(ok, items) and all(p.tokens <= 7 for p in ok)
+    with pytest.raises(ValueError, match=r"needs 7 key columns in one forward pass, over the engine's "
+                                         r"max_batch_tokens=6; raise max_batch_tokens"):
+        plan_passes(items, root, max_tokens=6, max_logits=64)
+
+
+def test_an_option_too_long_is_refused_exactly_at_the_logit_limit_naming_logit_rows():
+    items = [Item([1, 2, 3], [[7, 8, 9, 10, 11]])]  # 5 read positions: the prompt's last token and 4 prefixes
+    ok = plan_passes(items, (), max_tokens=64, max_logits=5)
+    assert _covered(ok, items) and all(p.logits <= 5 for p in ok)
+    with pytest.raises(ValueError, match=r"needs 5 logit rows in one forward pass, over the engine's "
+                                         r"max_batch_logits=4; raise max_batch_logits"):
+        plan_passes(items, (), max_tokens=64, max_logits=4)
+
+
+def test_a_split_item_whose_prompt_lies_in_the_root_stays_on_the_calls_root():
+    # the root holds the whole prompt (as Engine.score's common prefix does when one prompt is a
+    # prefix of the others): the options are chunked on that root, no second root is computed
+    root = tuple(range(1, 9))
+    items = [Item(list(range(1, 7)), [[10 + j, 30 + j] for j in range(8)])]
+    passes = plan_passes(items, root, max_tokens=12, max_logits=64)
+    assert len(passes) > 1 and _covered(passes, items)
+    assert {p.root for p in passes} == {root}
+    assert all(p.tokens <= 12 for p in passes)
+
+
+def test_pack_merges_the_longest_prompts_into_one_row_and_covers_every_option_once():
+    lens = [3, 12, 4, 11]  # groups 0..3: packing by length puts 1 with 3 and 0 with 2
+    items = [Item(list(range(100 * g + 1, 100 * g + 1 + n)), [[7], [8, 9]], False, g) for g, n in enumerate(lens)]
+    passes = plan_passes(items, (), max_tokens=256, max_logits=64, max_rows=8, pack=2)
+    assert _covered(passes, items)
+    rows = {frozenset(i for i, _ in row) for p in passes for row in p.rows}
+    assert rows == {frozenset({1, 3}), frozenset({0, 2})}
+
+
+def test_packed_rows_score_as_the_brute_force():
+    model, tok = tiny_pair()
+    eng = Engine(model, tok).setup()
+    rng = np.random.default_rng(3)
+    items = [Item([int(t) for t in rng.integers(5, 400, n)], [[int(t) for t in rng.integers(5, 400, k)] for k in (1, 2, 3)],
+                  False, g) for g, n in enumerate([3, 9, 5, 7, 4])]
+    got = eng.score_items(items, pack=2)
+    for it, g in zip(items, got):
+        np.testing.assert_allclose(g, reference_logprobs_ids(model, it.ids, it.options), atol=2e-4)
+
+
+def test_an_item_whose_only_option_is_empty_scores_zero_in_a_shared_row():
+    model, tok = tiny_pair()
+    eng = Engine(model, tok).setup()
+    items = [Item([11, 12, 13], [[7], [8, 9]], False, 0), Item([11, 12, 14], [[]], False, 0)]
+    got = eng.score_items(items)
+    np.testing.assert_allclose(got[0], reference_logprobs_ids(model, items[0].ids, items[0].options), atol=2e-4)
+    assert got[1].tolist() == [0.0]
+
+
+# ----------------------------------------------------------------------------- the pass's pieces
+
+def test_lse_is_float64_within_2e8_nats_of_a_float64_logsumexp():
+    import torch
+
+    x = (torch.randn(5, 50000, generator=torch.Generator().manual_seed(0)) * 10 + 25).float()
+    out = _lse(x)
+    assert out.dtype == torch.float64 and out.shape == (5,)
+    assert float((out - torch.logsumexp(x.double(), -1)).abs().max()) < 2e-8
+
+
+def test_lse_stays_on_the_logits_device():
+    import torch
+
+    x = torch.empty((3, 11), device="meta")  # no data: only where the result lives is checked
+    out = _lse(x)
+    assert out.device == x.device and out.dtype == torch.float64
+
+
+@pytest.mark.parametrize("n, want", [(1, 1), (8192, 8192), (0, None), (-4, None), (None, None), (2.5, None)])
+def test_model_context_reads_any_positive_context(n, want):
+    assert model_context(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=n))) == want
+
+
+# ----------------------------------------------------------------------------- the forest
+
+def test_common_prefix_with_a_limit_past_both_lengths():
+    assert common_prefix([1, 2], [1, 2, 3], limit=5) == 2
+    assert common_prefix([1, 2, 3], [1, 2], limit=5) == 2
+    assert common_prefix([1, 2, 3], [1, 2, 3], limit=2) == 2
+
+
+def test_each_slot_names_the_node_of_its_prompts_last_token():
+    items = [Item([1, 2, 3], [[7], [8, 9]], False, 0), Item([1, 2, 4], [[7]], False, 0),
+             Item([5, 6], [[9, 9]], False, 1)]
+    rows = build_rows(items, [1, 2])
+    slots = {s.query: (row, s) for row in rows for s in row.slots}
+    assert sorted(slots) == [0, 1, 2]
+    for q, (row, s) in slots.items():
+        assert isinstance(s.node, int) and row.tokens[s.node] == items[q].ids[-1] and row.fed[s.node]
+        assert all(row.parent[p[0]] == s.node for p in s.option_paths)
