@@ -145,3 +145,18 @@ def test_each_slot_names_the_node_of_its_prompts_last_token():
     for q, (row, s) in slots.items():
         assert isinstance(s.node, int) and row.tokens[s.node] == items[q].ids[-1] and row.fed[s.node]
         assert all(row.parent[p[0]] == s.node for p in s.option_paths)
+
+
+@pytest.mark.parametrize("path", ["auto", "fallback"])
+def test_empty_options_score_zero_beside_others_on_every_path(path):
+    """An empty option adds nothing to the prompt: log P = 0, as the brute force says. The tree pass
+    once gave it the next option's first token (np.add.reduceat on a zero-length segment) or raised
+    on a row with nothing to read; the fallback raised."""
+    model, tok = tiny_pair()
+    eng = Engine(model, tok, path=path).setup()
+    for opts in ([[]], [[], [7]], [[7], [], [8, 9]]):
+        for first_only in (False, True):
+            got = eng.score_items([Item([1, 2, 3], opts, first_only=first_only), Item([4, 5, 6, 7], [[9], [10, 11]])])
+            want = reference_logprobs_ids(model, [1, 2, 3], [o[:1] if first_only else o for o in opts])
+            np.testing.assert_allclose(got[0], want, atol=1e-4)
+            assert got[0][[len(o) == 0 for o in opts]].tolist() == [0.0] * sum(len(o) == 0 for o in opts)

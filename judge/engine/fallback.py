@@ -57,7 +57,8 @@ def score_fallback(model, items) -> tuple[list[np.ndarray], int]:
             scores = np.zeros(len(it.options))
             longer = [k for k, s in enumerate(it.options) if len(s) > 1 and not it.first_only]
             for k, s in enumerate(it.options):
-                scores[k] = float(first[s[0]].double() - lse0)
+                if len(s):  # an empty option adds nothing to the prompt: log P = 0
+                    scores[k] = float(first[s[0]].double() - lse0)
             if longer:
                 scores += _continue(model, it, cache, longer, kw, dev)
                 fed += sum(len(it.options[k]) - 1 for k in longer)

@@ -295,12 +295,12 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[
         pos[b, : len(nodes)] = torch.as_tensor(np.asarray(row.position)[nodes])
         reads.append(sorted({int(row.parent[n]) for s in row.slots for p in s.option_paths for n in p}))
     index = [{int(n): j for j, n in enumerate(nodes)} for nodes in fed]
-    P = max(len(r) for r in reads)
+    P = max(1, max(len(r) for r in reads))  # a row whose options are all empty reads nothing
     keep = torch.zeros((B, P), dtype=torch.long)
     for b, r in enumerate(reads):
         cols = [index[b][n] for n in r]
-        keep[b, : len(cols)] = torch.as_tensor(cols)
-        keep[b, len(cols):] = cols[-1]
+        keep[b, : len(cols)] = torch.as_tensor(cols, dtype=torch.long)
+        keep[b, len(cols):] = cols[-1] if cols else 0
     kind, plan = mask_plan
     mask = tree_masks(rows, fed, R, plan, kind, dtype, dev)
     cache = DynamicCache()
@@ -329,8 +329,13 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[
                     results[slot.query] = torch.zeros(len(lens), dtype=torch.float64, device=dev).index_add(0, seg, vals)
                     continue
                 lp = (logits[b, parents, toks].double() - lse[parents]).cpu().numpy()
-                results[slot.query] = np.add.reduceat(lp, np.r_[0, np.cumsum(lens)[:-1]]) \
-                    if len(lp) else np.zeros(len(lens))
+                # per option, the sum of its tokens' log-probabilities; an empty option: 0 (np.add.reduceat
+                # would give it the next option's first token, so only the non-empty segments are reduced)
+                res = np.zeros(len(lens))
+                full = np.flatnonzero(lens)
+                if len(full):
+                    res[full] = np.add.reduceat(lp, np.r_[0, np.cumsum(lens)[:-1]][full])
+                results[slot.query] = res
     return results, int(sum(len(f) for f in fed))
 
 
