@@ -130,3 +130,46 @@ def test_engine_score_equals_the_reference(arch, smol_tok):
     want = Reference(model, smol_tok, end_token="auto", end_id=eng.end_id_).score(queries)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=0, err_msg=arch)
+
+
+def test_mask_plan_read_from_the_config():
+    """The plan comes from the config alone: no config, ALiBi families (by flag or by model type),
+    a nested text config, sliding layer types with and without a window, unknown layer types, and
+    mixed windows on a model that takes no mask per layer type (all without a model)."""
+    from types import SimpleNamespace as NS
+
+    from judge.engine.masks import mask_plan
+
+    assert mask_plan(NS()) == (None, "the model has no config")
+    assert mask_plan(NS(config=None)) == (None, "the model has no config")
+    for cfg in (NS(alibi=True), NS(model_type="bloom"), NS(model_type="mpt"), NS(model_type="jais")):
+        kind, reason = mask_plan(NS(config=cfg))
+        assert kind is None and reason.startswith("ALiBi attention biases"), cfg
+    assert mask_plan(NS(config=NS(text_config=NS(sliding_window=4)))) == ("single", {None: 4})
+    assert mask_plan(NS(config=NS(sliding_window=4, use_sliding_window=False))) == ("single", {None: None})
+    both = ["sliding_attention", "full_attention"]
+    # a sliding layer type without a window is full attention: every layer the same, one mask
+    assert mask_plan(NS(config=NS(layer_types=both, sliding_window=None))) == ("single", {None: None})
+    assert mask_plan(NS(config=NS(layer_types=both[:1] * 2, sliding_window=8))) == ("single", {None: 8})
+    kind, reason = mask_plan(NS(config=NS(layer_types=both, sliding_window=8)))
+    assert kind is None and "does not accept a mask per layer type" in reason
+    kind, reason = mask_plan(NS(config=NS(layer_types=["linear_attention"])))
+    assert kind is None and "'linear_attention'" in reason
+
+
+def test_remap_parents_gives_integer_indices_into_the_fed_nodes():
+    """Parents as positions in ``nodes`` (-1 off the root cache), int64 even for a row with no node fed
+    (an empty float array cannot index)."""
+    from judge.engine.forest import Forest
+    from judge.engine.masks import remap_parents
+
+    f = Forest()
+    f.add_path([5, 6], -1, 0)
+    f.add_path([5, 7], -1, 0)  # shares the node of 5
+    nodes = f.fed_nodes()
+    assert nodes.tolist() == [0, 1, 2]
+    got = remap_parents(f, nodes)
+    assert got.dtype == np.int64 and got.tolist() == [-1, 0, 0]
+    assert remap_parents(f, nodes[1:]).tolist() == [-1, -1]  # their parent is not fed: off the root cache
+    empty = remap_parents(f, nodes[:0])
+    assert empty.dtype == np.int64 and np.arange(3)[empty].size == 0

@@ -170,11 +170,40 @@ def test_temperature_bad_arguments():
         TemperatureScaler().fit(np.array([[np.nan, 0.0]]), [0])
     with pytest.raises(ValueError, match=r"1 rows that are all -inf \(first: row 1\)"):
         TemperatureScaler().fit(np.array([[0.0, 1.0], [-np.inf, -np.inf]]), [0, 1])
+    with pytest.raises(ValueError, match=r"every row's true label has a -inf logit \(2 rows\), so no temperature"):
+        TemperatureScaler().fit(np.array([[0.0, -np.inf], [-np.inf, 0.0]]), [1, 0])
     scaler = TemperatureScaler().fit(np.array([[1.0, 0.0], [0.0, 1.0]]), [0, 0])
     with pytest.raises(
         ValueError, match=r"logits must have 2 columns as in fit, got shape \(1, 3\)"
     ):
         scaler.transform(np.zeros((1, 3)))
+    with pytest.raises(ValueError, match=r"^logits must be 2-D .* got shape \(2,\)\. For a single row use"):
+        scaler.transform(np.zeros(2))
+
+
+def _where_stacklevel_2_points(module, helper: str, monkeypatch) -> dict:
+    """Spy on ``module.helper`` (a function the warning function calls first): records the file and line of the
+    frame that called that function, where a warning with stacklevel=2 must point, however many wrapper frames (a
+    decorator, a mutation tool's trampoline) sit between the test and the function."""
+    seen, inner = {}, getattr(module, helper)
+
+    def spy(*args, **kwargs):
+        caller = sys._getframe(2)  # 0: the spy, 1: the function that warns, 2: its caller
+        seen["at"] = (caller.f_code.co_filename, caller.f_lineno)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(module, helper, spy)
+    return seen
+
+
+def test_temperature_warning_points_at_the_line_that_called_fit(monkeypatch):
+    import judge.calibration.temperature as temperature
+
+    seen = _where_stacklevel_2_points(temperature, "check_log_scores", monkeypatch)
+    logits = np.array([[2.0, 0.0]] * 4 + [[0.0, -np.inf]])
+    with pytest.warns(UserWarning, match=r"1 of 5 rows give their true label a -inf logit") as rec:
+        TemperatureScaler().fit(logits, [0, 0, 0, 1, 1])
+    assert len(rec) == 1 and (rec[0].filename, rec[0].lineno) == seen["at"]
 
 
 # --------------------------------------------------------------------------- bias
@@ -248,6 +277,9 @@ def test_apply_bias_is_permutation_equivariant():
 
 def test_bias_bad_arguments():
     lp = np.log([[0.6, 0.4], [0.3, 0.7]])
+    for bad in ([0.0, np.inf], [np.nan, 0.0]):
+        with pytest.raises(ValueError, match=r"bias must not contain NaN or \+inf"):
+            apply_bias(lp, np.array(bad))
     with pytest.raises(
         ValueError,
         match=r"bias must have shape \(n_classes,\) = \(2,\) to match log_probs, got shape \(3,\)",
@@ -468,6 +500,24 @@ def test_select_threshold_unreachable_target_abstains_on_everything():
     assert t > 1.0
 
 
+def test_select_threshold_keeps_every_row_when_all_of_them_are_certified():
+    """100 distinct confidences, all right: the bound over every row, 0.05 ** (1/100) = 0.97, certifies 0.9, so
+    the threshold is the lowest confidence (no row abstained on); likewise with only the least confident row wrong."""
+    conf = np.linspace(0.99, 0.6, 100)
+    proba = np.column_stack([conf, 1 - conf])
+    y = np.zeros(100, dtype=int)
+    assert select_threshold(y, proba, target_accuracy=0.9) == conf[-1]
+    y[-1] = 1  # 99 of 100 right: the bound is about 0.953
+    assert select_threshold(y, proba, target_accuracy=0.9) == conf[-1]
+    assert select_threshold(y, proba, target_accuracy=0.96) == conf[-2]  # 99 of 99 certify 0.970, 99 of 100 do not
+
+
+def test_clopper_pearson_lower_refuses_impossible_counts():
+    with pytest.raises(ValueError, match=r"counts must satisfy 0 <= n_correct <= n_total and n_total >= 1, got 2 "
+                                         r"pairs that do not \(first: n_correct=3, n_total=2\)"):
+        cal.clopper_pearson_lower([1, 3, 0], [1, 2, 0], 0.95)
+
+
 def test_select_threshold_bad_arguments():
     y, p = _Y10, _PROBA10
     with pytest.raises(
@@ -570,6 +620,8 @@ def test_conformal_method_order_and_bad_arguments():
     ):
         ConformalPredictor("lac", randomized=True).fit(_Y10, _PROBA10)
     fitted = ConformalPredictor("lac", 0.5).fit(_Y10, _PROBA10)
+    default = ConformalPredictor(alpha=0.5).fit(_Y10, _PROBA10)  # the default method is LAC
+    assert default.method == "lac" and default.quantile_ == fitted.quantile_
     with pytest.raises(
         ValueError, match=r"proba must have 3 columns as in fit, got shape \(1, 2\)"
     ):
@@ -694,6 +746,15 @@ def test_fit_bias_temperature_recovers_a_planted_bias_and_temperature():
     assert nll_joint < nll_temp
 
 
+def test_fit_bias_temperature_stops_at_its_temperature_bound_on_separable_labels():
+    """Labels that a 0.001-nat difference separates perfectly: the likelihood keeps improving as T -> 0; the fit
+    stops at T = exp(-5) (log T is bounded to [-5, 5]), so the probabilities stay finite, not a hard argmax."""
+    z = np.array([[0.001, 0.0], [0.0, 0.001]] * 20)
+    b, T = cal.fit_bias_temperature(z, np.array([0, 1] * 20), l2=0.0)
+    assert T == pytest.approx(np.exp(-5.0), rel=1e-9)
+    np.testing.assert_allclose(b, 0.0, atol=1e-12)
+
+
 def test_fit_bias_temperature_keeps_impossible_labels_and_checks_input():
     rng = np.random.default_rng(2)
     s = rng.normal(size=(50, 3))
@@ -703,6 +764,10 @@ def test_fit_bias_temperature_keeps_impossible_labels_and_checks_input():
     assert np.all(np.isfinite(b)) and T > 0
     with pytest.raises(ValueError, match="class index"):
         cal.fit_bias_temperature(s, np.full(50, 3))
+    with pytest.raises(ValueError, match=r"class index .* got shape \(49,\), dtype int"):
+        cal.fit_bias_temperature(s, y[:49])  # integer labels, one short
+    with pytest.raises(ValueError, match=r"class index .* got shape \(50,\), dtype float64"):
+        cal.fit_bias_temperature(s, y.astype(float))  # the right shape, not indices
     with pytest.raises(ValueError, match="l2"):
         cal.fit_bias_temperature(s, y, l2=-1)
 

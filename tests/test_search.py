@@ -226,6 +226,43 @@ def test_option_trie():
     assert not OptionTrie([[1], [1, 2]]).prefix_free
     with pytest.raises(ValueError, match="Option 1 has no tokens"):
         OptionTrie([[1], []])
+    # node 0 is the answer slot: no parent, no token, depth 0
+    assert (t.parent[0], t.token[0], t.depth[0]) == (-1, -1, 0)
+    assert t.token.tolist() == [-1, 1, 4, 2, 3] and t.depth.tolist() == [0, 1, 1, 2, 2]
+
+
+class _UnstableDefaultSort:
+    """numpy, but its default argsort reverses each run of equal keys: a valid unstable sort. numpy's own
+    introsort, used where no SIMD argsort is dispatched, permutes equal keys even in a sorted array; the
+    SIMD sorts of an AVX2/AVX-512 machine happen to keep a sorted array in order, so there the trie alone
+    cannot tell a stable sort from the default."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def argsort(a, axis=-1, kind=None, order=None):
+        idx = np.argsort(a, axis=axis, kind="stable", order=order)
+        if kind in ("stable", "mergesort"):
+            return idx
+        keys = np.asarray(a)[idx]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        return np.concatenate([idx[s:e][::-1] for s, e in zip(starts, np.r_[starts[1:], len(idx)])])
+
+
+def test_option_trie_children_in_token_order_whatever_the_default_sort(monkeypatch):
+    """Every node's children in ascending node id, which is ascending token: the same trie on every
+    platform, even where numpy's default argsort is not stable."""
+    import judge.engine.options as options
+
+    monkeypatch.setattr(options, "np", _UnstableDefaultSort())
+    t = options.OptionTrie([[7, 9], [7, 3], [7, 5], [2], [7, 5, 1]])
+    monkeypatch.undo()
+    assert t.children(0).tolist() == [1, 2] and t.token[[1, 2]].tolist() == [2, 7]
+    assert t.children(2).tolist() == [3, 4, 5] and t.token[[3, 4, 5]].tolist() == [3, 5, 9]
+    for n in range(len(t)):
+        kids = t.children(n)
+        assert (np.diff(kids) > 0).all() and (t.parent[kids] == n).all()
 
 
 def test_search_settings_change_the_work_not_the_answer(tiny_llama):
