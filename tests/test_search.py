@@ -367,3 +367,11 @@ def test_tolerance_masses_stay_in_float_range_under_a_huge_common_bias(tiny_llam
     np.testing.assert_array_equal(far.best, plain.best)
     np.testing.assert_allclose(far.gap, plain.gap, rtol=1e-6)
     np.testing.assert_array_equal(far.fed, plain.fed)
+
+
+@pytest.mark.parametrize("seqs", [[[5, -1]], [[-1], [-1, -1]], [[3], [2**31]]])
+def test_option_trie_refuses_ids_outside_the_vocabulary_range(seqs):
+    """-1 is also the padding of the option matrix: a -1 token was once taken for padding and built a
+    broken trie (or divided by zero) instead of being refused."""
+    with pytest.raises(ValueError, match=r"must be in \[0, 2\*\*31\); got"):
+        OptionTrie(seqs)

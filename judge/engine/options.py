@@ -65,8 +65,10 @@ class OptionTrie:
         for i, s in enumerate(seqs):
             mat[i, : len(s)] = s
         parents, tokens, depths = [np.array([-1], np.int64)], [np.array([-1], np.int64)], [np.array([0], np.int64)]
-        if mat.min(initial=0) < -1 or (mat[mat >= 0].size and mat.max() >= 2**31):
-            raise ValueError("Option token ids must be in [0, 2**31).")
+        real = np.arange(L)[None, :] < lens[:, None]  # the cells that hold tokens (-1 pads the rest)
+        if (mat[real] < 0).any() or (mat[real] >= 2**31).any():
+            bad = mat[real][(mat[real] < 0) | (mat[real] >= 2**31)][0]
+            raise ValueError(f"Option token ids must be in [0, 2**31); got {int(bad)}.")
         span = int(mat.max()) + 1
         node_of = np.zeros(K, np.int64)  # each option's node at the current depth
         end = np.zeros(K, np.int64)
