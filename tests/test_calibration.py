@@ -1001,3 +1001,50 @@ def test_prior_bias_contextual_comes_from_the_content_free_scores_and_transform_
     np.testing.assert_allclose(cal.transform(s32), cal.transform(s32.astype(np.float64)), rtol=0, atol=1e-15)
     with pytest.raises(ValueError, match=r"^calibration proba holds NaN or infinite values; refit with calibrate\(\)\.$"):
         Calibration(tuple("ab"), None, None, None, np.array([[np.nan, 1.0]]), np.array([0]))
+
+
+# ----------------------------------------------------------------------------- calibration.state's survivors
+def _separable(n=60, k=3, seed=3):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    return rng.normal(size=(n, k)) + 2.0 * np.eye(k)[y], y
+
+
+def test_fit_resolved_takes_the_contextual_prior_from_the_content_free_scores():
+    from judge.calibration.bias import contextual_bias
+    from judge.calibration.state import fit_resolved
+
+    s, y = _separable()
+    cf = np.random.default_rng(7).normal(size=(4, 3))
+    cal = fit_resolved(tuple("abc"), s, y, ("contextual", None, "contextual"), content_free_scores=cf)
+    np.testing.assert_allclose(cal.bias, contextual_bias(cf), rtol=0, atol=1e-12)
+
+
+def test_a_jointly_fitted_bias_keeps_its_fitted_temperature():
+    from judge.calibration.bias import fit_bias_temperature
+    from judge.calibration.state import Calibration
+
+    s, y = _separable()
+    cal = Calibration.fit(tuple("abc"), s, y, fit_bias=1.0)
+    _, T = fit_bias_temperature(s, y, l2=1.0)
+    assert isinstance(cal.temperature, float) and cal.temperature == float(T)
+
+
+def test_choose_bias_l2_reads_float_labels_as_the_same_classes():
+    from judge.calibration.state import choose_bias_l2
+
+    s, y = _separable()
+    assert choose_bias_l2(s, y.astype(np.float64), "batch") == choose_bias_l2(s, y, "batch")
+
+
+def test_choose_bias_l2_stratifies_into_the_folds_asked_for():
+    """Three rows per class and folds=3: stratified three-fold, with no warning about classes smaller
+    than the number of splits (a stratified split of another size would raise that warning)."""
+    from judge.calibration.state import choose_bias_l2
+
+    y = np.repeat(np.arange(3), 3)
+    s = np.random.default_rng(1).normal(size=(9, 3)) + 2.0 * np.eye(3)[y]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = choose_bias_l2(s, y, "batch", folds=3)
+    assert set(out) >= {"l2"}
