@@ -160,3 +160,17 @@ def test_empty_options_score_zero_beside_others_on_every_path(path):
             want = reference_logprobs_ids(model, [1, 2, 3], [o[:1] if first_only else o for o in opts])
             np.testing.assert_allclose(got[0], want, atol=1e-4)
             assert got[0][[len(o) == 0 for o in opts]].tolist() == [0.0] * sum(len(o) == 0 for o in opts)
+
+
+def test_the_training_pass_gives_float64_tensors_equal_to_the_scores():
+    """logprob_tensors (the pass LoRA trains through, autograd on) sums the same log-probabilities in
+    float64 as score_items, empty options included."""
+    import torch
+
+    model, tok = tiny_pair()
+    eng = Engine(model, tok).setup()
+    items = [Item([1, 2, 3], [[7], [8, 9], []]), Item([4, 5], [[6, 7, 8], [9]])]
+    tensors = eng.logprob_tensors(items)
+    for t, want in zip(tensors, eng.score_items(items)):
+        assert t.dtype == torch.float64 and t.requires_grad
+        np.testing.assert_allclose(t.detach().numpy(), want, rtol=0, atol=1e-5)

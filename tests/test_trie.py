@@ -347,9 +347,12 @@ def test_subtree_classes_python_equals_compiled():
     lt = ByteTrie.from_strings([lab.encode() for lab in labels])
     term = np.zeros(lt.n_nodes, bool)
     term[lt.node_of] = True
+    compiled = K.subtree_classes(lt.child_indptr, lt.child_nodes, lt.byte_in, term)  # compiles every kernel
+    if getattr(K.subtree_classes, "py_func", None) is None:
+        pytest.skip("the kernels run as Python here (NUMBA_DISABLE_JIT=1): nothing compiled to compare")
     with np.errstate(over="ignore"):  # the hash wraps around, as int64 does in the compiled version
         py = K.subtree_classes.py_func(lt.child_indptr, lt.child_nodes, lt.byte_in, term)
-    for a, b in zip(py, K.subtree_classes(lt.child_indptr, lt.child_nodes, lt.byte_in, term)):
+    for a, b in zip(py, compiled):
         np.testing.assert_array_equal(a, b)
     data = np.frombuffer(b"".join(lab.encode() for lab in labels), np.uint8)
     off = np.concatenate([[0], np.cumsum([len(lab) for lab in labels])]).astype(np.int64)
