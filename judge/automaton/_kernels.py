@@ -55,7 +55,11 @@ class _Lazy:
 
 
 def njit(f):
-    """Mark ``f`` as a kernel: compiled with numba (``cache=True, nogil=True``) on first use."""
+    """Mark ``f`` as a kernel: compiled with numba (``cache=True, nogil=True``) on first use.
+
+    Applied by assignment after each kernel (``name = njit(name)``), not as a decorator: mutation
+    testing (bench/mutation.py) leaves decorated functions alone, and the loops are what it should
+    mutate (they run as Python under ``NUMBA_DISABLE_JIT=1`` there)."""
     _PENDING[f.__name__] = f
     return _Lazy(f)
 
@@ -63,7 +67,6 @@ def njit(f):
 _BITS32 = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
 
 
-@njit
 def build_trie(data, offsets, order, lengths):
     """Preorder byte trie of the strings ``order`` (sorted lexicographically).
 
@@ -108,7 +111,9 @@ def build_trie(data, offsets, order, lengths):
     return parent[:n_nodes].copy(), byte_in[:n_nodes].copy(), depth[:n_nodes].copy(), node_of
 
 
-@njit
+build_trie = njit(build_trie)
+
+
 def group_by(keys, n_groups):
     """Stable counting sort: (indptr of shape (n_groups + 1,), order of items)."""
     counts = np.zeros(n_groups + 1, np.int64)
@@ -128,7 +133,9 @@ def group_by(keys, n_groups):
     return indptr, order
 
 
-@njit
+group_by = njit(group_by)
+
+
 def _search(keys, values, lo, hi, key):
     """values[i] for the i in [lo, hi) with keys[i] == key (keys sorted there), else -1."""
     while lo < hi:
@@ -143,7 +150,9 @@ def _search(keys, values, lo, hi, key):
     return -1
 
 
-@njit
+_search = njit(_search)
+
+
 def _sort_pairs(toks, dest, start, end, scratch):
     """Sort ``toks[start:end]`` (distinct) with ``dest`` alongside, without allocating."""
     m = end - start
@@ -158,7 +167,9 @@ def _sort_pairs(toks, dest, start, end, scratch):
         dest[start + i] = np.int32(buf[i] & 0xFFFFFFFF)
 
 
-@njit
+_sort_pairs = njit(_sort_pairs)
+
+
 def intersect(
     l_cindptr, l_cnodes, l_byte,  # label trie: children CSR and byte into each node
     l_label,  # label index completed at each node, -1 if none
@@ -271,7 +282,9 @@ def intersect(
     return indptr, toks[:e].copy(), dest[:e].copy()
 
 
-@njit
+intersect = njit(intersect)
+
+
 def live_nodes(indptr, dest, n_nodes, is_terminal):
     """Nodes from which some label can still be completed (dest > src in preorder)."""
     live = is_terminal.copy()
@@ -286,7 +299,9 @@ def live_nodes(indptr, dest, n_nodes, is_terminal):
     return live
 
 
-@njit
+live_nodes = njit(live_nodes)
+
+
 def prune(indptr, toks, dest, live, n_nodes):
     """Drop edges into dead nodes (from which no label can be completed)."""
     new_ptr = np.zeros(indptr.shape[0], np.int64)
@@ -304,7 +319,9 @@ def prune(indptr, toks, dest, live, n_nodes):
     return new_ptr, t2[:e].copy(), d2[:e].copy()
 
 
-@njit
+prune = njit(prune)
+
+
 def reachable_nodes(indptr, dest, n_nodes):
     """Nodes reachable from the root through edges (dest > src in preorder)."""
     reach = np.zeros(n_nodes, np.bool_)
@@ -319,7 +336,9 @@ def reachable_nodes(indptr, dest, n_nodes):
     return reach
 
 
-@njit
+reachable_nodes = njit(reachable_nodes)
+
+
 def fill_bitmask(indptr, toks, nodes, bitmask, n_nodes, n_states, bits):
     """Write packed allowed-token rows (xgrammar's int32 layout); returns -1, or the bad row."""
     words = bitmask.shape[1]
@@ -340,14 +359,18 @@ def fill_bitmask(indptr, toks, nodes, bitmask, n_nodes, n_states, bits):
     return -1
 
 
-@njit
+fill_bitmask = njit(fill_bitmask)
+
+
 def next_state(indptr, toks, dest, node, token):
     """Destination of ``token`` at ``node`` (binary search), -1 if not allowed."""
     return _search(toks, dest, indptr[node], indptr[node + 1], token)
 
 
+next_state = njit(next_state)
+
+
 # --------------------------------------------------------------------------- fast compile
-@njit
 def build_trie_msd(data, offsets):
     """Preorder byte trie of the strings ``data[offsets[i]:offsets[i+1]]``, no prior sort.
 
@@ -474,7 +497,9 @@ def build_trie_msd(data, offsets):
     return parent[:n_nodes].copy(), byte_in[:n_nodes].copy(), depth[:n_nodes].copy(), node_of, dup
 
 
-@njit
+build_trie_msd = njit(build_trie_msd)
+
+
 def subtree_classes(child_indptr, child_nodes, byte_in, terminal):
     """Classes of nodes whose subtrees are identical (same bytes, shape and terminals).
 
@@ -532,7 +557,9 @@ def subtree_classes(child_indptr, child_nodes, byte_in, terminal):
     return cls, rep[:n_cls].copy()
 
 
-@njit
+subtree_classes = njit(subtree_classes)
+
+
 def intersect_nodes(
     l_cindptr, l_cnodes, l_byte, l_label,
     v_cindptr, v_cbytes, v_cnodes, v_tindptr, v_tids,
@@ -654,7 +681,9 @@ def intersect_nodes(
     return indptr, toks[:e].copy(), dest[:e].copy()
 
 
-@njit
+intersect_nodes = njit(intersect_nodes)
+
+
 def expand_classes(cls, rep, r_indptr, r_toks, r_dest, node_label, n_nodes):
     """Every node's edges from its class representative's (``r_*``: CSR over ``rep``)."""
     n = cls.shape[0]
@@ -675,6 +704,9 @@ def expand_classes(cls, rep, r_indptr, r_toks, r_dest, node_label, n_nodes):
             dest[e] = n_nodes + node_label[v] if d >= n_nodes else d + off
             e += 1
     return indptr, toks, dest
+
+
+expand_classes = njit(expand_classes)
 
 
 def _fill_rows(tab, nodes, bitmask):
@@ -741,7 +773,6 @@ def fill_rows(tab, nodes, bitmask):  # noqa: F811 - replaces itself on the first
 
 
 # --------------------------------------------------------------------------- token classes
-@njit
 def token_classes(indptr, toks, dest, vocab_size):
     """Partition the tokens by their column (the (node, destination) pairs where allowed).
 
@@ -816,7 +847,9 @@ def token_classes(indptr, toks, dest, vocab_size):
     return class_of, n_cls
 
 
-@njit
+token_classes = njit(token_classes)
+
+
 def class_edges(indptr, toks, dest, class_of, rep_of_class):
     """Per node, the classes allowed there (one edge per class, at its smallest token)."""
     n_nodes = indptr.shape[0] - 1
@@ -836,7 +869,9 @@ def class_edges(indptr, toks, dest, class_of, rep_of_class):
     return c_ptr, c_ids[:e].copy(), c_dest[:e].copy()
 
 
-@njit
+class_edges = njit(class_edges)
+
+
 def fill_from_classes(c_ptr, c_ids, m_ptr, m_toks, nodes, n_nodes, bitmask):
     """Packed rows by expanding each allowed class into its member tokens (CSR ``m_*``)."""
     words = bitmask.shape[1]
@@ -855,7 +890,9 @@ def fill_from_classes(c_ptr, c_ids, m_ptr, m_toks, nodes, n_nodes, bitmask):
                     row[w] |= _BITS32[t & 31]
 
 
-@njit
+fill_from_classes = njit(fill_from_classes)
+
+
 def class_bit_table(c_ptr, c_ids, n_classes):
     """Per node, the allowed classes as packed bits: shape (n_nodes, ceil(n_classes / 32))."""
     n_nodes = c_ptr.shape[0] - 1
@@ -866,3 +903,6 @@ def class_bit_table(c_ptr, c_ids, n_classes):
             c = c_ids[k]
             table[n, c >> 5] |= _BITS32[c & 31]
     return table
+
+
+class_bit_table = njit(class_bit_table)
