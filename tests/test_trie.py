@@ -442,3 +442,16 @@ def test_fill_bitmask_reads_any_shape_of_states_and_refuses_an_invalid_first_row
     for nodes in (np.array([auto.n_states, 0], np.int64), [auto.n_states], np.array([-1], np.int32)):
         with pytest.raises(IndexError, match=r"Invalid automaton state -?\d+ in row 0"):
             auto.fill_bitmask(nodes, np.zeros((2, 1), np.int32))
+
+
+def test_the_automaton_arrays_keep_their_integer_dtypes():
+    """What the kernels return is read as integer indices and token ids (and saved, pickled, sent to
+    vLLM's workers): a float array would index nothing, or silently round."""
+    vocab = load_vocab("gpt2")
+    labels = FAMILIES["tools"] + FAMILIES["phrases"]
+    auto = TrieAutomaton.build(labels, vocab)
+    lt = ByteTrie.from_strings([lab.encode() for lab in labels])
+    for name in ("parent", "depth", "node_of"):
+        assert np.issubdtype(np.asarray(getattr(lt, name)).dtype, np.integer), name
+    for arr in (auto.indptr, auto.token_ids, auto.next_nodes):
+        assert np.issubdtype(np.asarray(arr).dtype, np.integer)
