@@ -455,3 +455,25 @@ def test_the_automaton_arrays_keep_their_integer_dtypes():
         assert np.issubdtype(np.asarray(getattr(lt, name)).dtype, np.integer), name
     for arr in (auto.indptr, auto.token_ids, auto.next_nodes):
         assert np.issubdtype(np.asarray(arr).dtype, np.integer)
+
+
+@pytest.mark.parametrize("labels", [["a" * 24], ["a" * 24, "b" + "a" * 23, "ab" * 12]])
+def test_nodes_with_many_allowed_tokens_grow_the_edge_tables(labels):
+    """Runs of a letter with every run length a token: each node allows many tokens, more edges than
+    the kernels first allocate (4 per node + 16), so their tables grow (both intersection paths)."""
+    from judge.automaton.vocab import Vocabulary
+
+    pieces = [b"a" * n for n in range(1, 13)] + [b"b", b"ab", b""]
+    v = Vocabulary.from_token_bytes(pieces, end_token_ids=[len(pieces) - 1])
+    auto = TrieAutomaton.build(labels, v)
+    assert auto.token_ids.shape[0] > 4 * auto.n_nodes + 16  # the tables did grow
+    root = set(auto.allowed(auto.root).tolist())
+    assert set(range(12)) <= root  # every run of a up to 12 starts the first label
+    for lab in labels:  # greedy longest-token spelling of each label walks to its accepting state
+        node, rest = auto.root, lab.encode()
+        while rest:
+            tok = max((i for i, p in enumerate(pieces) if p and rest.startswith(p)), key=lambda i: len(pieces[i]))
+            node = auto.next(node, tok)
+            assert node >= 0, (lab, rest)
+            rest = rest[len(pieces[tok]):]
+        assert len(pieces) - 1 in auto.allowed(node).tolist()
