@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from judge.engine import Closing
+
 #: The five generators with framings in sys1bench 0.3.2 (one choice, one yes/no, one score question each).
 GENERATORS = ("support_tickets", "guardrail_intent", "policy_compliance", "phishing_email", "log_triage")
 #: Seeds kept apart: prompts, defaults and calibration profiles are chosen/fitted on VALIDATION_SEED only.
@@ -101,7 +103,7 @@ def labelled_jsonl(items, path: Path) -> Path:
     return path
 
 
-class CachedScorer:
+class CachedScorer(Closing):
     """A Scorer that keeps every query's log-probabilities in SQLite (see the module docstring).
 
     Parameters
@@ -138,13 +140,6 @@ class CachedScorer:
         with self._lock:
             self._db.close()
         self.inner.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.close()
-        return False
 
     @property
     def tokenizer_(self):
