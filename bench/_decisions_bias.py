@@ -3,7 +3,7 @@
 `accuracies` takes one question's validation rows (raw log-probabilities, the content-free prior, gold,
 the question's shape, the `NEUTRAL` prior) to accuracy and top share under every bias of `BIASES`
 (``running@W``: a server's running prior, warm-up ``W``); `neutral_prior` scores a question's
-`NEUTRAL` states once per shape; `truth_index` is a sys1bench question's gold option, `wire_of` its
+`NEUTRAL` states once per shape (`bench._decisions_data.truth_index`: a question's gold option), `wire_of` its
 wire form (`bench._decisions_data.wire`). `DEFAULT_BIAS` is the server's default, the one ``select``
 chooses a style under.
 
@@ -18,7 +18,7 @@ from collections import defaultdict
 import numpy as np
 
 __all__ = ["BIASES", "CONTENT_FREE_N", "DEFAULT_BIAS", "NEUTRAL", "WARM_UP", "accuracies", "neutral_prior",
-           "truth_index", "wire_of"]
+           "wire_of"]
 
 BIASES = ("none", "contextual", "neutral", "contextual+neutral", "batch", "running@4", "running@8")
 WARM_UP = 8
@@ -97,9 +97,3 @@ def wire_of(q) -> dict:
     return wire(q)
 
 
-def truth_index(q) -> int:
-    if q.type == "choice":
-        return [c.key for c in q.criteria].index(str(q.ground_truth))
-    if q.type == "noul":
-        return 0 if str(q.ground_truth).lower() in ("true", "1", "yes") else 1
-    return int(q.ground_truth)

@@ -93,6 +93,22 @@ def truth_label(q):
     return str(q.ground_truth) if q.type == "choice" else int(q.ground_truth)
 
 
+def truth_index(q) -> int:
+    """The index of a sys1bench question's gold option in its own order (yes/no: 0 = yes)."""
+    if q.type == "choice":
+        return [c.key for c in q.criteria].index(str(q.ground_truth))
+    if q.type == "noul":
+        return 0 if str(q.ground_truth).lower() in ("true", "1", "yes") else 1
+    return int(q.ground_truth)
+
+
+def judge_questions(item) -> dict:
+    """An item's questions as trie-judge questions, through the wire form and the server's one parser."""
+    from judge.server.contract import question_from_wire
+
+    return {k: question_from_wire(wire(q), where=k) for k, q in item.questions.items()}
+
+
 def labelled_jsonl(items, path: Path) -> Path:
     """Items as ``judge calibrate-decisions`` JSON lines (one line per item, every question labelled)."""
     path.parent.mkdir(parents=True, exist_ok=True)

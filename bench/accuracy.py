@@ -122,23 +122,16 @@ BIASES = ("none", "contextual", "batch", "contextual+fit", "batch+fit")
 
 
 def fit_calibration(kind, s_fit, y_fit, cf, *, l2=1.0):
-    """(bias, temperature) of a bias variant fitted on (s_fit, y_fit); temperature fitted after the bias."""
-    from judge import calibration as cal
+    """The library's Calibration of a bias variant fitted on (s_fit, y_fit): an unsupervised prior
+    (``contextual`` from the content-free scores ``cf``, ``batch`` from ``s_fit``), then, for ``+fit``, a
+    residual bias fitted with the temperature (``Calibration.fit(fit_bias=l2)``), else the temperature alone."""
+    from judge.calibration.state import Calibration, prior_bias
 
-    if kind.endswith("+fit"):  # an unsupervised prior, then a residual bias fitted with T (shrunk to the prior)
-        b0, _ = fit_calibration(kind[:-4], s_fit, None, cf)
-        d, T = cal.fit_bias_temperature(s_fit - b0, y_fit, l2=l2)
-        return b0 + d, T
-    b = {"none": np.zeros(s_fit.shape[1]), "contextual": cal.contextual_bias(cf),
-         "batch": cal.batch_bias(s_fit)}[kind]
-    T = cal.TemperatureScaler().fit(s_fit - b, y_fit).temperature_ if y_fit is not None else 1.0
-    return b, T
-
-
-def proba_of(s, b, T):
-    from judge.calibration import softmax
-
-    return softmax((s - b) / T)
+    fit = kind.endswith("+fit")
+    prior = kind[:-4] if fit else kind
+    bias = prior_bias(None if prior == "none" else prior, s_fit, cf)
+    labels = tuple(str(k) for k in range(s_fit.shape[1]))
+    return Calibration.fit(labels, s_fit, y_fit, bias=bias, bias_method=kind, fit_bias=l2 if fit else None)
 
 
 def cv_predictions(kind, s, y, cf, folds=5, seed=0, l2=1.0):
@@ -147,8 +140,7 @@ def cv_predictions(kind, s, y, cf, folds=5, seed=0, l2=1.0):
     fold = np.random.default_rng(seed).permutation(len(y)) % folds
     for f in range(folds):
         tr, te = fold != f, fold == f
-        b, T = fit_calibration(kind, s[tr], y[tr], cf, l2=l2)
-        out[te] = proba_of(s[te], b, T)
+        out[te] = fit_calibration(kind, s[tr], y[tr], cf, l2=l2).transform(s[te])
     return out
 
 
@@ -258,9 +250,9 @@ def calibrated(model_key, dkey, prompt, bias, cache, data_dir, dataset, granular
     yv, labels, _ = gold(dataset, "validation", data_dir, len(sv), granularity, subset)
     yt, _, _ = gold(dataset, TEST_SPLIT, data_dir, len(st), granularity, subset)
     kind, l2 = _parse_bias(bias)
-    b, T = fit_calibration(kind, sv, yv, cf, l2=l2)
-    return {"raw": softmax(st), "cal": proba_of(st, b, T), "val_cal": proba_of(sv, b, T), "y": yt, "yv": yv,
-            "labels": labels, "temperature": float(T), "n_val": len(sv), "n_test": len(st),
+    c = fit_calibration(kind, sv, yv, cf, l2=l2)
+    return {"raw": softmax(st), "cal": c.transform(st), "val_cal": c.transform(sv), "y": yt, "yv": yv,
+            "labels": labels, "temperature": float(c.temperature), "n_val": len(sv), "n_test": len(st),
             "seconds_per_text": mt["seconds_per_text"]}
 
 
@@ -384,8 +376,7 @@ def report(args) -> None:
             if sv_ is None:
                 p = softmax(st_)
             else:
-                b, T = fit_calibration(kind, sv_, gv[0], cfv, l2=l2)
-                p = proba_of(st_, b, T)
+                p = fit_calibration(kind, sv_, gv[0], cfv, l2=l2).transform(st_)
             rep = cal.calibration_report(gt[0], p)
             row[name] = {"accuracy": rep["accuracy"], "accuracy_ci": rep["accuracy_ci"], "ece": rep["ece"],
                          "ece_floor": rep["ece_floor"], "macro_f1": rep["macro_f1"]}

@@ -54,9 +54,9 @@ from bench._decisions_bias import (
     DEFAULT_BIAS,
     accuracies,
     neutral_prior,
-    truth_index,
     wire_of,
 )
+from bench._decisions_data import truth_index
 
 HERE = Path(__file__).resolve().parent
 

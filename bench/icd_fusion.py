@@ -89,7 +89,7 @@ def top(sim, m):
 def lm_scores(codes, titles, texts, keep, prompt=None):
     """Exact LM log-probabilities of each text's shortlisted titles, and their token counts: (n, M) each."""
     from judge import Classifier
-    from judge.compiled import score_shortlist
+    from judge.label_paths import score_shortlist
 
     clf = Classifier(codes, None, label_names=titles, prompt=prompt, method="exact", progress=False)
     c = clf.compiled_

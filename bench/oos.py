@@ -59,8 +59,8 @@ class _NoneOption:
         return f"none-option:{self.surface!r}:{self.clf.fingerprint()}"
 
     def decision_function(self, texts):
-        from judge.compiled import prompt_items
         from judge.engine import Item
+        from judge.label_paths import prompt_items
 
         c = self.clf.compiled_
         seqs = c.engine.option_ids(c.tail, list(c.surfaces) + [self.surface], what="Option")

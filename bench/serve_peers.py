@@ -44,61 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._decisions_data import judge_questions, labelled_jsonl, task_items, truth_index
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _items(generators, n, seed=42):
-    from sys1bench.generators import get_generator
-
-    out = []
-    for g in generators:
-        out += [(g, it) for it in get_generator(g, n=n, seed=seed).generate()]
-    return out
-
-
-def _wire(q) -> dict:
-    if q.type == "choice":
-        return {"type": "choice", "instructions": q.instructions, "criteria": {c.key: c.description or None for c in q.criteria}}
-    if q.type == "noul":
-        return {"type": "noul", "instructions": q.instructions}
-    return {"type": "score", "instructions": q.instructions,
-            "criteria": [c.description or f"level {c.level}" for c in q.criteria]}
-
-
-def _labelled_jsonl(items, path: Path) -> Path:
-    """sys1bench items as calibrate_decisions' JSONL (labels: option key, bool, level)."""
-    with open(path, "w", encoding="utf-8") as fh:
-        for _, it in items:
-            labels = {}
-            for k, q in it.questions.items():
-                i = _truth_index(q)
-                labels[k] = [c.key for c in q.criteria][i] if q.type == "choice" else (i == 0 if q.type == "noul" else i)
-            fh.write(json.dumps({"state": it.state, "questions": {k: _wire(q) for k, q in it.questions.items()},
-                                 "labels": labels}) + "\n")
-    return path
-
-
-def _truth_index(q) -> int:
-    gt = q.ground_truth
-    if q.type == "choice":
-        return [c.key for c in q.criteria].index(str(gt))
-    if q.type == "noul":
-        return 0 if str(gt).lower() in ("true", "1", "yes") else 1
-    return int(gt)
-
-
-def _ours_questions(item):
-    from judge.decisions import Choice, Score, YesNo
-
-    out = {}
-    for k, q in item.questions.items():
-        if q.type == "choice":
-            out[k] = Choice({c.key: c.description or None for c in q.criteria}, q.instructions)
-        elif q.type == "noul":
-            out[k] = YesNo(q.instructions)
-        else:
-            out[k] = Score([c.description or f"level {c.level}" for c in q.criteria], q.instructions)
-    return out
+    """(generator, item) pairs: bench._decisions_data's items, the benchmarks' one copy."""
+    return [(it.metadata["generator"], it) for it in task_items(generators, n, seed)]
 
 
 def _anyjev_questions(item):
@@ -153,15 +106,15 @@ def main(argv=None) -> int:
     results = {}
 
     d = Decider(model, tok, engine=a.engine)
-    d.ask("warm up", {"q": _ours_questions(items[0][1])[next(iter(items[0][1].questions))]})
+    d.ask("warm up", {"q": judge_questions(items[0][1])[next(iter(items[0][1].questions))]})
     rows, times = [], []
     for g, it in items:
-        qs = _ours_questions(it)
+        qs = judge_questions(it)
         t0 = time.perf_counter()
         ans = d.ask(it.state, qs)
         times.append(time.perf_counter() - t0)
         for k, q in it.questions.items():
-            rows.append({"key": f"{g}/{k}", "p": np.array(list(ans[k].probabilities.values())), "y": _truth_index(q)})
+            rows.append({"key": f"{g}/{k}", "p": np.array(list(ans[k].probabilities.values())), "y": truth_index(q)})
     results["trie-judge"] = {"per_question": _metrics(rows), "ms_per_item": 1000 * float(np.mean(times)),
                              "engine": type(d.scorer_).__name__}
     print(f"  trie-judge done: {results['trie-judge']['ms_per_item']:.0f} ms/item", file=sys.stderr, flush=True)
@@ -171,16 +124,16 @@ def main(argv=None) -> int:
         from judge.decisions import calibrate_decisions
 
         fit_items = _items(a.generators.split(","), a.calibration_n, seed=7)
-        path = _labelled_jsonl(fit_items, Path(a.json).with_suffix(".calibration.jsonl"))
+        path = labelled_jsonl(fit_items, Path(a.json).with_suffix(".calibration.jsonl"))
         cal = calibrate_decisions(path, d, min_per_level_set=a.calibration_n)
         dc = Decider(model, tok, engine=a.engine, calibration=cal)
         rows, times = [], []
         for g, it in items:
             t0 = time.perf_counter()
-            ans = dc.ask(it.state, _ours_questions(it))
+            ans = dc.ask(it.state, judge_questions(it))
             times.append(time.perf_counter() - t0)
             for k, q in it.questions.items():
-                rows.append({"key": f"{g}/{k}", "p": np.array(list(ans[k].probabilities.values())), "y": _truth_index(q)})
+                rows.append({"key": f"{g}/{k}", "p": np.array(list(ans[k].probabilities.values())), "y": truth_index(q)})
         results["trie-judge (calibrated)"] = {"per_question": _metrics(rows), "ms_per_item": 1000 * float(np.mean(times)),
                                               "calibration": cal.to_dict(), "fit_items": len(fit_items)}
         print("  trie-judge calibrated done", file=sys.stderr, flush=True)
@@ -202,7 +155,7 @@ def main(argv=None) -> int:
                 times.append(time.perf_counter() - t0)
                 for (k, _), dec in zip(qs, ds):
                     rows.append({"key": f"{g}/{k}", "p": np.asarray(dec.probs, dtype=float),
-                                 "y": _truth_index(it.questions[k])})
+                                 "y": truth_index(it.questions[k])})
             results[f"anyjev ({level})"] = {"per_question": _metrics(rows), "ms_per_item": 1000 * float(np.mean(times))}
             print(f"  anyjev {level} done", file=sys.stderr, flush=True)
     except Exception as e:  # noqa: BLE001 - record why the peer could not run

@@ -49,6 +49,8 @@ _PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "d
            "device", "think",
            "think_tokens", "top_k", "decode_above", "end_token", "rotations", "shortlist", "shortlist_encoder",
            "backend")
+_SPEC = ("prompt", "method", "decode_above", "think", "think_tokens", "rotations", "top_k", "shortlist",
+         "shortlist_encoder", "model", "tokenizer", "device", "end_token", "backend")  # LabelSpec's parameters
 
 
 class Classifier(Closing, CalibratedMixin, InspectionMixin):
@@ -278,11 +280,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         return np.array(self.labels, dtype=object)
 
     def setup(self) -> Classifier:
-        """Load the model, cache the prompt prefix and compile the labels now (else on first use).
-
-        Returns
-        -------
-        self
+        """Load the model, cache the prompt prefix and compile the labels now (else on first use); returns self.
 
         Examples
         --------
@@ -318,8 +316,15 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
             return self._compiled
 
     def _compile(self):
-        from judge.compiled import compile_labels
-        c = compile_labels(self, self.__dict__.get("engine_"))
+        from judge.compiled import LabelSpec, compile_labels
+
+        if self.backend == "vllm":  # what vLLM cannot score (a fitted state too) refused before it starts
+            from judge.backends.vllm import check_classifier
+
+            check_classifier(self)
+        names = label_names_for(self.labels, self.label_names, self.descriptions, self.describe)
+        spec = LabelSpec(tuple(self.labels), tuple(names), **{p: getattr(self, p) for p in _SPEC})
+        c = compile_labels(spec, self.__dict__.get("engine_"))
         object.__setattr__(self, "engine_", c.engine)
         return c
 
@@ -371,24 +376,21 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         return self._zero_shot_scores(texts)
 
     def _zero_shot_scores(self, texts) -> np.ndarray:
-        if self.embedder is not None:  # the LM beside a sentence embedder (judge.fusion)
-            from judge.fusion import experts
+        from judge.fusion import experts  # with an embedder: the LM beside it (judge.fusion)
 
-            return self.fusion_.combine(*experts(self, texts))
-        from judge.compiled import zero_shot_scores
+        return self.fusion_.combine(*experts(self, texts)) if self.embedder is not None else self._run(texts).scores
 
-        return zero_shot_scores(self, texts)
+    def _run(self, texts, search=None, cal=None):
+        from judge.compiled import options_of  # the one dispatch; the report kept
 
-    def _search(self, texts, cal, mode, eps):
-        """The certified search where it applies (else None; not after fit); report in search_report_."""
-        from judge.compiled import search_texts
+        r = self._setup().score(texts, options_of(self), search=search, cal=cal)
+        if r is not None and r.report is not None:
+            object.__setattr__(self, "search_report_", r.report)
+        return r
 
-        if self.shortlist is not None or self.adaptation_ is not None or self.embedder is not None:
-            return None
-        res = search_texts(self._setup(), texts, cal, mode, eps, budget=self.search_budget,
-                           batch_size=1 if self.batch_invariant else self.batch_size)
-        object.__setattr__(self, "search_report_", res if res is not None else self.search_report_)
-        return res
+    def _search(self, texts, cal, mode, eps):  # the certified search where it applies (not after fit, nor fused)
+        r = None if self.adaptation_ is not None or self.embedder is not None else self._run(texts, (mode, eps), cal)
+        return r and r.report
 
     def shortlist_recall(self, texts, y) -> float:
         """How often the gold label survives the retrieval shortlist (``shortlist=M``): a fraction in [0, 1].
@@ -412,9 +414,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         if self.shortlist is None:
             raise ValueError("shortlist_recall needs a shortlist: build the Classifier with shortlist=M.")
         texts = check_texts(texts)
-        from judge.compiled import shortlist_of
-
-        return shortlist_of(self, self._setup()).recall(texts, label_indices(self.labels, y))
+        return self._setup().shortlist().recall(texts, label_indices(self.labels, y))
 
     def predict_proba(self, texts, *, tolerance=None) -> np.ndarray:
         """Probability of each label: ndarray of shape (n, K), rows sum to 1, columns in ``classes_`` order.

@@ -243,7 +243,7 @@ def _plots(cal, y, raw, final, out_dir, metrics):
 
 def _generate_baseline(clf, texts, y_lab, labels, batch_size) -> tuple[list[str], dict]:
     """Plain greedy generation with the same prompt: (raw outputs, validity and accuracy, strict and lenient)."""
-    from judge.compiled import generate_unconstrained
+    from judge.label_paths import generate_unconstrained
 
     t0 = time.perf_counter()
     gen = generate_unconstrained(clf, texts, batch_size=batch_size)

@@ -211,9 +211,9 @@ def experts(clf, texts) -> tuple[np.ndarray, np.ndarray]:
     texts = list(texts)
     c = clf.compiled_
     enc = get_encoder(clf.embedder)
-    if c.label_vectors is None:
-        c.label_vectors = np.asarray(enc(label_texts(clf.labels, clf.label_names, clf.descriptions)), np.float64)
+    vectors = c.derived("label_vectors", lambda: np.asarray(
+        enc(label_texts(clf.labels, clf.label_names, clf.descriptions)), np.float64))
     p = clf.zero_shot_prior()  # the LM's contextual prior, as Classifier(prior="auto") divides it out
     prior = np.where(np.isfinite(p), p, np.nanmean(np.where(np.isfinite(p), p, np.nan)))
     lm = zero_shot_scores(clf, texts) - AUTO_PRIOR_STRENGTH * prior
-    return lm, label_similarity(enc, texts, c.label_vectors) if texts else np.zeros((0, len(clf.labels)))
+    return lm, label_similarity(enc, texts, vectors) if texts else np.zeros((0, len(clf.labels)))

@@ -28,12 +28,7 @@ class InspectionMixin:
     @property
     def automaton_(self):
         """The label :class:`~judge.automaton.trie.TrieAutomaton` (built on first use)."""
-        c = self.compiled_
-        if c.automaton is None:
-            from judge.automaton.trie import TrieAutomaton
-
-            c.automaton = TrieAutomaton.build(c.surfaces, c.engine.vocab_)
-        return c.automaton
+        return self.compiled_.label_automaton()
 
     @property
     def prompt_prefix_(self) -> str:
@@ -96,7 +91,7 @@ class InspectionMixin:
 
     def prompt_ids(self, text: str) -> list[int]:
         """Token ids of the prompt for ``text`` (tokenized whole, truncated as scoring would)."""
-        from judge.compiled import prompt_items
+        from judge.label_paths import prompt_items
 
         return list(prompt_items(self.compiled_, check_texts([text]))[0].ids)
 

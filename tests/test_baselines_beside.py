@@ -103,7 +103,6 @@ def test_shortlist_with_two_encoders_sums_their_similarities():
 
 
 def test_classifier_shortlist_takes_weighted_encoders_and_keeps_them_when_saved(pair, tmp_path):
-    from judge.compiled import shortlist_of
     from judge.retrieval import Shortlist
 
     model, tok = pair
@@ -111,7 +110,7 @@ def test_classifier_shortlist_takes_weighted_encoders_and_keeps_them_when_saved(
     spec = {"tfidf": 0.25, "minilm": 0.75}
     clf = Classifier(labels, model, tokenizer=tok, method="exact", shortlist=2, shortlist_encoder=spec)
     ref = Shortlist(labels, 2, encoder=["tfidf", "minilm"], weights=[0.25, 0.75])
-    np.testing.assert_allclose(shortlist_of(clf, clf.compiled_).similarity(TEXTS), ref.similarity(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(clf.compiled_.shortlist().similarity(TEXTS), ref.similarity(TEXTS), atol=1e-6)
     p = clf.predict_proba(TEXTS)
     assert ((p > 0).sum(1) <= 2).all()  # only the shortlist is scored
     clf.save(tmp_path / "s", model_ref="tiny")

@@ -220,3 +220,43 @@ def test_bench_module_is_short_and_says_what_it_does(name):
     n = text.count("\n")
     assert n <= MAX_LINES, f"{path} has {n} lines (limit {MAX_LINES}): move a self-contained part to bench/_NAME.py"
     assert ast.get_docstring(ast.parse(text)), f"{path} has no module docstring"
+
+
+def _engine_only_members() -> set:
+    """Public members of the Engine (methods, and ``self.X_`` attributes it sets) that neither the Scorer
+    protocol nor a declared capability (judge.engine.protocol.CAPABILITIES) declares."""
+    from judge.engine import Engine
+    from judge.engine.protocol import CAPABILITIES, Closing, Scorer
+
+    def members(cls) -> set:
+        return {n for n in dir(cls) if not n.startswith("_")} | set(getattr(cls, "__annotations__", {}))
+
+    tree = ast.parse((ROOT / "engine" / "engine.py").read_text(encoding="utf-8"))
+    attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+             and n.value.id == "self" and n.attr.endswith("_") and not n.attr.startswith("_")}
+    # the attributes Scorer documents, set by setup() (not annotated: isinstance(Engine(), Scorer) holds before it)
+    declared = members(Scorer) | members(Closing) | set().union(*(members(c) for c in CAPABILITIES)) | {
+        "tokenizer_", "end_id_"}
+    return (members(Engine) | attrs) - declared
+
+
+def test_engine_only_members_are_used_only_through_declared_capabilities():
+    """Outside judge/engine/ (and in bench/) a scorer is used through the Scorer protocol and the
+    capabilities of judge.engine.protocol: no ``obj.X`` or ``getattr(obj, "X")`` of an Engine member
+    that neither declares (add it to a capability, with an isinstance check where it is used)."""
+    only = _engine_only_members()
+    assert "memory_bound" not in only and "search" not in only and "set_root" not in only
+    paths = [p for n, p in MODULES.items() if not n.startswith("judge.engine")] + sorted(BENCH.glob("*.py"))
+    bad = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = None
+            if isinstance(node, ast.Attribute) and node.attr in only:
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    name = node.attr
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in only:
+                name = node.args[1].value
+            if name:
+                bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{name}")
+    assert not bad, f"Engine-only members {sorted(only)} used outside the engine:\n" + "\n".join(bad)

@@ -206,7 +206,7 @@ def test_shortlist_scores_its_labels_exactly_and_reports_recall(tiny_llama):
     assert (np.isfinite(s).sum(1) == 2).all()
     full = Classifier(labels, model, tokenizer=tok, method="exact").decision_function(texts)
     np.testing.assert_allclose(s[np.isfinite(s)], full[np.isfinite(s)], atol=1e-6)
-    keep = clf.compiled_.shortlist.query(texts)
+    keep = clf.compiled_.shortlist().query(texts)
     manual = np.mean([labels.index(g) in row for g, row in zip(y, keep)])
     assert clf.shortlist_recall(texts, y) == manual == 1.0
     outside = [next(lab for j, lab in enumerate(labels) if j not in row) for row in keep]

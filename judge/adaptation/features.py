@@ -3,7 +3,7 @@
 * :func:`answer_states` — the last layer's hidden state (after the final norm: what the LM head
   reads) at the answer slot of each text's prompt, i.e. at the prompt's last token, where the
   label's first token is predicted. The prompts are the classifier's own token items
-  (:func:`judge.compiled.prompt_items`: tokenized whole, by the engine), so the head sees exactly
+  (:func:`judge.label_paths.prompt_items`: tokenized whole, by the engine), so the head sees exactly
   the prompt the labels are scored after. One plain forward pass of the decoder per batch, no
   label tree: on SmolLM2-135M about a quarter of the cost of exact scoring over Banking77's 77
   labels. The instructions' keys/values (the compiled ``root_ids``) are computed once per model
@@ -58,16 +58,17 @@ def answer_states(clf, texts, *, batch_size: int | None = None) -> np.ndarray:
     (2, 64)
     """
     from judge._checks import check_texts
-    from judge.compiled import prompt_items
+    from judge.label_paths import local_model, prompt_items
 
     texts = check_texts(texts)
     if batch_size is None:
         batch_size = 1 if clf.batch_invariant else clf.batch_size
     c = clf.compiled_
+    model = local_model(c.engine, "The answer-slot hidden states").model_
     if not texts:
-        return np.zeros((0, int(c.engine.model_.config.get_text_config().hidden_size)))
+        return np.zeros((0, int(model.config.get_text_config().hidden_size)))
     items = prompt_items(c, texts)
-    return states_of_prompts(c.engine.model_, [it.ids for it in items], c.root_ids, batch_size=batch_size)
+    return states_of_prompts(model, [it.ids for it in items], c.root_ids, batch_size=batch_size)
 
 
 def text_embeddings(clf, texts, *, batch_size: int = 32) -> np.ndarray:
@@ -86,9 +87,10 @@ def text_embeddings(clf, texts, *, batch_size: int = 32) -> np.ndarray:
     (1, 64)
     """
     from judge._checks import check_texts
+    from judge.label_paths import local_model
 
     texts = check_texts(texts)
-    eng = clf.compiled_.engine
+    eng = local_model(clf.compiled_.engine, "Text embeddings from the model's states")
     model = eng.model_
     if not texts:
         return np.zeros((0, int(model.config.get_text_config().hidden_size)))

@@ -251,12 +251,12 @@ def train_lora(clf, texts, y, *, rank=8, alpha=16.0, target_modules=("q_proj", "
     import torch
 
     peft = _need_peft()
-    from judge.compiled import prompt_items
     from judge.engine import Engine
+    from judge.label_paths import local_model, prompt_items
 
     t0 = time.perf_counter()
     c = clf.compiled_
-    base = c.engine.model_
+    base = local_model(c.engine, "fit(method='lora')").model_
     have = {n.rsplit(".", 1)[-1] for n, _ in base.named_modules()}
     missing = sorted(set(target_modules) - have)
     if missing:

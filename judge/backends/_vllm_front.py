@@ -83,7 +83,7 @@ def check_classifier(clf, *, fit=None) -> None:
 
     Parameters
     ----------
-    clf : judge.Classifier
+    clf : judge.Classifier or judge.compiled.LabelSpec (what it asks for: think, method, shortlist)
     fit : str, optional
         The ``method`` of a ``fit()`` about to run: refused (fitting runs the model's states or
         weights).

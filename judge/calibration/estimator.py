@@ -155,10 +155,7 @@ class CalibratedMixin:
         """
         from judge.compiled import zero_shot_scores
 
-        c = self.compiled_
-        if getattr(c, "label_prior", None) is None:
-            c.label_prior = contextual_bias(zero_shot_scores(self, list(CONTENT_FREE)))
-        return c.label_prior
+        return self.compiled_.derived("label_prior", lambda: contextual_bias(zero_shot_scores(self, list(CONTENT_FREE))))
 
     def _offset_scores(self, texts) -> np.ndarray:
         """The zero-shot log-scores a fitted head starts from: after the contextual prior, as one text gets them."""

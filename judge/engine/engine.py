@@ -82,17 +82,15 @@ class Engine(Closing):
         whose tokens are a prefix of another option's (so no option's
         probability contains another's).
     check : bool
-        Run the self-check at first use (compare the tree pass with the
-        ordinary causal fallback on a probe). ``False`` trusts the structural
-        plan alone.
+        Run the self-check at first use (compare the tree pass with the ordinary causal fallback on
+        a probe). ``False`` trusts the structural plan alone.
     path : {"auto", "tree", "fallback"}
         Force a path (``"tree"`` raises where the mask cannot be expressed).
     max_batch_tokens : int
         Key columns per forward pass, ``rows x (root + fed tokens)`` (T): bounds the pass's
         key/value cache, its mask (``<= T^2`` entries) and the root cache (at most T tokens).
         A state's questions that do not fit one row are split over rows sharing the state's
-        cached keys (exact; see :mod:`judge.engine.passes`). A call's peak memory is
-        :func:`judge.engine.passes.memory_bound` of these settings.
+        cached keys (exact; see :mod:`judge.engine.passes`). A call's peak memory: :meth:`memory_bound`.
     max_batch_logits : int, optional
         Logit rows per forward pass (P); default 2^26 logits' worth (256 MiB in float32).
 
@@ -100,10 +98,7 @@ class Engine(Closing):
     ----------
     model_, tokenizer_, vocab_ : after first use
     path_ : {"tree", "fallback"}
-    mask_plan_ : tuple
-        ``(kind, windows)`` from :func:`judge.engine.masks.mask_plan`.
-    dtype_ : torch.dtype
-        The model's parameter dtype.
+    mask_plan_, dtype_ : ``(kind, windows)`` from :func:`judge.engine.masks.mask_plan`; the parameters' dtype
     check_ : dict
         The self-check's result (max difference, probe sizes, reason).
 
@@ -361,6 +356,18 @@ class Engine(Closing):
             self._option_cache.clear()
             self._root_fed = 0
             self._ready = False
+
+    def memory_bound(self) -> dict:
+        """The most memory one call takes above an idle process, by part (bytes): `judge.engine.passes.memory_bound`
+        of this engine's limits, dtype and attention-window kinds (loads the model)."""
+        from judge.engine.passes import memory_bound
+
+        self.setup()
+        cfg = getattr(self.model_.config, "text_config", None) or self.model_.config
+        kind, plan = self.mask_plan_
+        return memory_bound(self.model_, max_batch_tokens=self.max_batch_tokens, dtype_bytes=self.dtype_.itemsize,
+                            max_batch_logits=self.max_batch_logits or default_max_logits(cfg.vocab_size),
+                            mask_types=len(plan) if kind == "dict" else 1)
 
     def set_root(self, ids) -> None:
         """Cache the key/values of ``ids`` (the shared instructions) for later :meth:`score` calls."""

@@ -13,6 +13,14 @@ transformers :class:`~judge.engine.Engine` answers it; so does the independent r
 other backend. Everything that scores in this package — the classifier's paths, typed
 decisions, structured generation's value distributions, the server — goes through it.
 
+Beyond the protocol, a scorer may have **capabilities**, each a protocol of its own that callers
+check with ``isinstance`` before they use it (and refuse clearly when it is missing):
+:class:`RootCaching` (keep the shared instructions' key/values), :class:`LocalModel` (the model
+object and vocabulary in this process), :class:`TreeSearch` (the certified search),
+:class:`Training` (differentiable scores), :class:`MemoryBounded` (the most memory a call can
+take). No code outside :mod:`judge.engine` uses a scorer's member that the protocol or a
+capability does not declare (tests/test_layout.py checks it).
+
 What it deliberately does not do: implement anything (see :mod:`judge.engine.engine`).
 """
 
@@ -21,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Query", "Item", "Scorer", "Closing", "OPTION_CONTEXT_CHARS", "option_context"]
+__all__ = ["Query", "Item", "Scorer", "Closing", "OPTION_CONTEXT_CHARS", "option_context",
+           "RootCaching", "LocalModel", "TreeSearch", "Training", "MemoryBounded", "CAPABILITIES"]
 
 
 #: How much of a prompt's end an option is tokenized after: an option's tokens can depend on what
@@ -178,3 +187,103 @@ class Closing:
     def __exit__(self, *exc) -> bool:
         self.close()
         return False
+
+
+@runtime_checkable
+class RootCaching(Protocol):
+    """Capability: the key/values of a prompt prefix shared by many calls are computed once.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> isinstance(Engine(), RootCaching)
+    True
+    """
+
+    def set_root(self, ids) -> None:
+        """Cache the key/values of ``ids`` (the shared instructions) for later calls."""
+
+
+@runtime_checkable
+class LocalModel(Protocol):
+    """Capability: the model object and its vocabulary live in this process (after ``setup()``).
+
+    ``model_`` is the transformers model (its config always; its weights where the scorer runs
+    them here: the :class:`~judge.engine.Engine`, not vLLM, whose copy is on the meta device);
+    ``vocab_`` is the :class:`judge.automaton.Vocabulary` (end tokens, token bytes); ``dtype_`` the
+    dtype the model computes in.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import tiny_pair
+    >>> isinstance(Engine(*tiny_pair()).setup(), LocalModel)
+    True
+    """
+
+    model_: object
+    vocab_: object
+    dtype_: object
+
+
+@runtime_checkable
+class TreeSearch(Protocol):
+    """Capability: the certified best-first search over an option trie (:mod:`judge.engine.search`).
+
+    It runs only where ``path_ == "tree"`` (``check_`` says why not otherwise); both are set by
+    ``setup()``, so check a scorer that is set up.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import Reference, tiny_pair
+    >>> isinstance(Engine(*tiny_pair()).setup(), TreeSearch), isinstance(Reference(*tiny_pair()), TreeSearch)
+    (True, False)
+    """
+
+    path_: str
+    check_: dict
+
+    def search(self, items, trie, *, root=(), bias=None, temperature=None, mode="argmax", eps=0.0, budget=None,
+               per_round=None, subtree=0, batch_size=8):
+        """``judge.engine.SearchResult`` of ``items`` sharing the option trie ``trie``."""
+
+
+@runtime_checkable
+class Training(Protocol):
+    """Capability: exact option log-probabilities as differentiable tensors (fitting adapters).
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import tiny_pair
+    >>> isinstance(Engine(*tiny_pair()).setup(), Training)
+    True
+    """
+
+    path_: str
+    check_: dict
+
+    def logprob_tensors(self, items, *, batch_size: int = 8) -> list:
+        """log P(option | prompt) of every option of every item, as torch tensors with gradients."""
+
+
+@runtime_checkable
+class MemoryBounded(Protocol):
+    """Capability: the most memory one scoring call can take, by part (a server sizes itself on it).
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import tiny_pair
+    >>> b = Engine(*tiny_pair(), max_batch_tokens=256).memory_bound()
+    >>> b["total"] > 0
+    True
+    """
+
+    def memory_bound(self) -> dict:
+        """``{"total": bytes, ...}`` (:func:`judge.engine.passes.memory_bound`)."""
+
+
+#: Every capability a scorer may have beside the :class:`Scorer` protocol.
+CAPABILITIES = (RootCaching, LocalModel, TreeSearch, Training, MemoryBounded)

@@ -310,17 +310,19 @@ def memory_bound(decider: Decider, config: ServerConfig) -> dict:
     """
     from judge.engine.passes import default_max_logits
     from judge.engine.passes import memory_bound as engine_bound
+    from judge.engine.protocol import LocalModel, MemoryBounded
 
     scorer = decider.scorer_
     scorer.setup()
-    model = scorer.model_
-    cfg = getattr(model.config, "text_config", None) or model.config
-    T = int(getattr(scorer, "max_batch_tokens", None) or 8192)
-    P = int(getattr(scorer, "max_batch_logits", None) or default_max_logits(cfg.vocab_size))
-    dtype = next(model.parameters()).dtype
-    kinds = getattr(scorer, "mask_plan_", ("single", {None: None}))
-    engine = engine_bound(model, max_batch_tokens=T, max_batch_logits=P, dtype_bytes=dtype.itemsize,
-                          mask_types=len(kinds[1]) if kinds[0] == "dict" else 1)
+    if isinstance(scorer, MemoryBounded):
+        engine = scorer.memory_bound()
+    elif isinstance(scorer, LocalModel):  # a scorer that does not say: the engine's formula at its defaults
+        cfg = getattr(scorer.model_.config, "text_config", None) or scorer.model_.config
+        engine = engine_bound(scorer.model_, max_batch_tokens=8192, max_batch_logits=default_max_logits(cfg.vocab_size),
+                              dtype_bytes=next(scorer.model_.parameters()).dtype.itemsize)
+    else:
+        raise TypeError(f"The server sizes its memory bound on its scorer, but a {type(scorer).__name__} declares "
+                        f"neither MemoryBounded nor LocalModel (judge.engine.protocol); give the Decider an Engine.")
     admission = config.admission_threads * ADMISSION_BYTES_PER_BODY_BYTE * config.max_body_bytes
     return {"engine": engine, "admission": admission, "total": engine["total"] + admission}
 
