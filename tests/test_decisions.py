@@ -551,11 +551,12 @@ def test_fit_recovers_per_level_score_biases():
         p = np.exp(z / t + true_bias - np.logaddexp.reduce(z / t + true_bias))
         items.append((z, int(rng.choice(3, p=p))))
     cal = DecisionCalibration.from_log_probs({"score": items}, min_per_level_set=100)
-    np.testing.assert_allclose(cal.score_bias["3"], true_bias, atol=0.15)
+    # drawn as softmax(z / t + b): in the package's convention softmax((z - b') / t), b' = -t b
+    np.testing.assert_allclose(cal.score_bias["3"], -t * true_bias, atol=0.3)
     assert cal.score_temperature["3"] == pytest.approx(t, rel=0.1)
     z = items[0][0]
-    np.testing.assert_allclose(cal.apply("score", z), np.exp(z / cal.score_temperature["3"] + cal.score_bias["3"])
-                               / np.exp(z / cal.score_temperature["3"] + cal.score_bias["3"]).sum())
+    want = np.exp((z - cal.score_bias["3"]) / cal.score_temperature["3"])
+    np.testing.assert_allclose(cal.apply("score", z), want / want.sum())
     # the reported NLL after fitting is that of the returned profile (its per-level bias and temperature included)
     after = np.mean([-np.log(cal.apply("score", z)[y]) for z, y in items])
     assert cal.meta["nll_score"]["after"] == pytest.approx(after, rel=1e-12)
@@ -571,7 +572,8 @@ def test_a_type_without_a_fitted_temperature_is_left_at_temperature_one():
 
 
 def test_old_profiles_still_load(tmp_path):
-    """A version-1 profile (no score_temperature) applies its score bias with the score temperature."""
+    """A version-1 profile (no score_temperature; biases added after the temperature) gives the
+    probabilities it gave when written: its biases are converted to today's convention on load."""
     path = tmp_path / "v1.json"
     path.write_text(json.dumps({"format": "trie-judge/decision-calibration", "version": 1,
                                 "temperature": {"score": 2.0, "noul": 1.5}, "noul_bias": 0.5,
@@ -580,7 +582,19 @@ def test_old_profiles_still_load(tmp_path):
     z = np.log([0.2, 0.3, 0.5])
     want = np.exp(z / 2.0 + [0.2, 0.0, -0.2])
     np.testing.assert_allclose(cal.apply("score", z), want / want.sum())
-    assert cal.score_temperature == {} and cal.noul_bias == 0.5
+    assert cal.score_temperature == {} and cal.noul_bias == pytest.approx(0.5 * 1.5)
+    y = np.log([0.7, 0.3])
+    then = np.exp(y / 1.5 + [0.25, -0.25])
+    np.testing.assert_allclose(cal.apply("noul", y), then / then.sum())
+    # a version-2 profile (score_temperature present) converts its score bias with that temperature
+    path.write_text(json.dumps({"format": "trie-judge/decision-calibration", "version": 2,
+                                "temperature": {"score": 2.0}, "score_temperature": {"3": 4.0},
+                                "score_bias": {"3": [0.2, 0.0, -0.2]}}))
+    v2 = DecisionCalibration.load(path)
+    then = np.exp(z / 4.0 + [0.2, 0.0, -0.2])
+    np.testing.assert_allclose(v2.apply("score", z), then / then.sum())
+    again = DecisionCalibration.load(v2.save(tmp_path / "v3.json"))  # written as version 3: read as it is
+    assert again.to_dict()["version"] == 3 and again.score_bias == v2.score_bias
 
 
 def test_calibrate_decisions_end_to_end(tmp_path, decider, tiny_llama):

@@ -2,8 +2,10 @@
 
 `DecisionCalibration` is the fitted, frozen profile (saved as JSON, loaded by
 ``Decider(calibration=PATH)``). Calibrated probabilities are
-``softmax(log_p / T + b)`` of a question's exact option log-probabilities, fitted by
-maximum likelihood with the package's one pair of fitters (`judge.calibration`):
+``softmax((log_p - b) / T)`` of a question's exact option log-probabilities — the package's one
+bias convention, the same as `judge.calibration.state.Calibration`'s (a bias is subtracted from
+the log-probabilities, then the temperature divides) — fitted by maximum likelihood with the
+package's one pair of fitters (`judge.calibration`):
 
 - choice: one temperature (`judge.calibration.TemperatureScaler`; questions with
   different option counts are fitted together, the shorter rows padded with ``-inf``);
@@ -54,12 +56,15 @@ _TYPES = ("choice", "noul", "score")
 class DecisionCalibration:
     """Fitted decision calibration: a temperature per question type and optional biases.
 
-    Calibrated probabilities are ``softmax(log_p / T + bias)``, where ``log_p`` are
-    the options' exact log-probabilities. ``T`` is ``temperature[type]``, or for a
-    score question of ``n`` levels ``score_temperature[str(n)]`` when that is set;
-    ``bias`` is ``[noul_bias / 2, -noul_bias / 2]`` (a log-odds shift toward yes) for
-    yes/no questions, ``score_bias[str(n)]`` for score questions of ``n`` levels, and
-    zero otherwise.
+    Calibrated probabilities are ``softmax((log_p - bias) / T)`` (the convention of
+    `judge.calibration.state.Calibration`), where ``log_p`` are the options' exact
+    log-probabilities. ``T`` is ``temperature[type]``, or for a score question of ``n``
+    levels ``score_temperature[str(n)]`` when that is set; ``bias`` is
+    ``[-noul_bias / 2, noul_bias / 2]`` for yes/no questions (``noul_bias`` is a shift of the
+    yes-minus-no log-odds toward yes, before the temperature), ``score_bias[str(n)]`` for score
+    questions of ``n`` levels, and zero otherwise. Profiles written before version 3 stored
+    their biases after the temperature (``softmax(log_p / T + b)``); `load` converts them
+    (``b_now = -T b_then``), so they give the same probabilities.
 
     Parameters
     ----------
@@ -80,6 +85,8 @@ class DecisionCalibration:
     >>> cal = DecisionCalibration({"noul": 2.0}, noul_bias=0.0)
     >>> cal.apply("noul", np.log([0.9, 0.1])).round(3)
     array([0.75, 0.25])
+    >>> DecisionCalibration({"noul": 1.0}, noul_bias=np.log(9)).apply("noul", np.log([0.5, 0.5])).round(3)
+    array([0.9, 0.1])
     """
 
     temperature: dict = field(default_factory=dict)
@@ -149,7 +156,7 @@ class DecisionCalibration:
             y = np.array([y for _, y in items])
             if qtype == "noul" and bias:
                 b, t = fit_bias_temperature(np.stack([z for z, _ in items]), y, l2=l2)
-                noul_bias = float(b[1] - b[0]) / t
+                noul_bias = float(b[1] - b[0])
             else:
                 t = TemperatureScaler().fit(_padded([z for z, _ in items]), y).temperature_
             temperature[qtype] = float(t)
@@ -159,7 +166,7 @@ class DecisionCalibration:
                     if len(sub) >= min_per_level_set:
                         b, tn = fit_bias_temperature(np.stack([z for z, _ in sub]), np.array([yy for _, yy in sub]),
                                                      l2=l2)
-                        score_bias[str(n)] = [float(x) for x in -b / tn]
+                        score_bias[str(n)] = [float(x) for x in b]
                         score_temperature[str(n)] = float(tn)
         fitted = cls(temperature, float(noul_bias), score_bias, {}, score_temperature)
         info: dict = {"prompt_version": PROMPT_VERSION, "n": {k: len(v) for k, v in rows.items()}}
@@ -185,22 +192,22 @@ class DecisionCalibration:
 
         Examples
         --------
-        >>> cal = DecisionCalibration({"score": 2.0}, score_bias={"2": [0.5, -0.5]})
+        >>> cal = DecisionCalibration({"score": 2.0}, score_bias={"2": [-1.0, 1.0]})
         >>> cal.apply("score", np.log([0.5, 0.5])).round(3)
         array([0.731, 0.269])
         """
         z = np.asarray(log_p, dtype=np.float64)
         key = str(len(z))
-        if qtype == "score" and key in self.score_temperature:
-            t = self.score_temperature[key]
-        else:
-            t = self.temperature.get(qtype, 1.0)
-        z = z / float(t)
         if qtype == "noul":
-            z = z + np.array([self.noul_bias / 2, -self.noul_bias / 2])
+            z = z - np.array([-self.noul_bias / 2, self.noul_bias / 2])
         elif qtype == "score" and key in self.score_bias:
-            z = z + np.asarray(self.score_bias[key], dtype=np.float64)
-        return softmax(z)
+            z = z - np.asarray(self.score_bias[key], dtype=np.float64)
+        return softmax(z / float(self._temperature(qtype, key)))
+
+    def _temperature(self, qtype: str, key: str) -> float:
+        if qtype == "score" and key in self.score_temperature:
+            return self.score_temperature[key]
+        return self.temperature.get(qtype, 1.0)
 
     def to_dict(self) -> dict:
         """The profile as a JSON-ready dict (what `save` writes).
@@ -210,7 +217,8 @@ class DecisionCalibration:
         >>> DecisionCalibration({"noul": 1.5}).to_dict()["temperature"]
         {'noul': 1.5}
         """
-        return {"format": self.FORMAT, "version": 2, "temperature": dict(self.temperature),
+        return {"format": self.FORMAT, "version": 3, "bias": "subtracted before the temperature",
+                "temperature": dict(self.temperature),
                 "noul_bias": float(self.noul_bias), "score_bias": dict(self.score_bias),
                 "score_temperature": dict(self.score_temperature), "meta": dict(self.meta)}
 
@@ -230,7 +238,7 @@ class DecisionCalibration:
 
     @classmethod
     def load(cls, path) -> DecisionCalibration:
-        """Read a profile written by `save` (any version so far).
+        """Read a profile written by `save` (any version so far; biases of versions 1-2 converted, see the class).
 
         Raises
         ------
@@ -245,8 +253,8 @@ class DecisionCalibration:
         >>> _ = old.write_text('{"format": "trie-judge/decision-calibration", "version": 1, '
         ...                    '"temperature": {"score": 2.0}, "noul_bias": 0.3, "score_bias": {"2": [0.1, -0.1]}}')
         >>> cal = DecisionCalibration.load(old)
-        >>> cal.noul_bias, cal.score_temperature
-        (0.3, {})
+        >>> cal.noul_bias, cal.score_bias, cal.score_temperature   # in today's convention: -T b
+        (0.3, {'2': [-0.2, 0.2]}, {})
         """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -262,8 +270,12 @@ class DecisionCalibration:
         if bad:
             raise DecisionError(f"Calibration profile {str(path)!r} has non-positive temperatures {bad}; "
                                 f"refit it with `judge calibrate-decisions`.")
-        return cls(temps, float(data.get("noul_bias", 0.0)), dict(data.get("score_bias", {})),
-                   dict(data.get("meta", {})), score_temps)
+        noul_bias, score_bias = float(data.get("noul_bias", 0.0)), dict(data.get("score_bias", {}))
+        if int(data.get("version", 1)) < 3:  # biases were added after the temperature: b_now = -T b_then
+            noul_bias *= temps.get("noul", 1.0)
+            score_bias = {k: [-score_temps.get(k, temps.get("score", 1.0)) * float(x) for x in v]
+                          for k, v in score_bias.items()}
+        return cls(temps, noul_bias, score_bias, dict(data.get("meta", {})), score_temps)
 
 
 def _padded(rows: list[np.ndarray]) -> np.ndarray:
