@@ -51,6 +51,7 @@ from judge.label_paths import (
     score_shortlist,
     search_texts,
     think,
+    vocabulary,
 )
 from judge.prompts import DEFAULT_PROMPT, PromptTemplate
 
@@ -245,7 +246,7 @@ class CompiledLabels:
         def build():
             from judge.automaton.trie import TrieAutomaton
 
-            return TrieAutomaton.build(self.surfaces, local_model(self.engine, "the label automaton").vocab_)
+            return TrieAutomaton.build(self.surfaces, vocabulary(self.engine, "the label automaton"))
 
         return self.derived("automaton", build)
 
@@ -472,7 +473,7 @@ def _compile_prompt(spec: LabelSpec, eng, prompt, method=None) -> CompiledLabels
     if method == "decode":
         from judge.automaton.trie import TrieAutomaton
 
-        automaton = TrieAutomaton.build(surfaces, local_model(eng, "method='decode'").vocab_)
+        automaton = TrieAutomaton.build(surfaces, vocabulary(eng, "method='decode'"))
     return CompiledLabels(spec, eng, prefix, tail, False, names, surfaces, method, root, seqs, firsts,
                           max_tokens, spec.think, spec.think_tokens, automaton=automaton, option_trie=trie)
 

@@ -25,9 +25,9 @@ import warnings
 
 import numpy as np
 
-from judge.engine.protocol import Item, LocalModel, option_context
+from judge.engine.protocol import Item, LocalModel, TokenVocabulary, option_context
 
-__all__ = ["THINK_CUE", "local_model", "prompt_items", "think", "score_exact", "score_decode", "search_texts",
+__all__ = ["THINK_CUE", "local_model", "vocabulary", "prompt_items", "think", "score_exact", "score_decode", "search_texts",
            "score_shortlist", "generate_unconstrained"]
 
 THINK_CUE = "\n\nFinal answer:\n"
@@ -40,7 +40,7 @@ def local_model(engine, what: str):
     --------
     >>> from judge.engine import Engine
     >>> from judge.testing import tiny_pair
-    >>> local_model(Engine(*tiny_pair()).setup(), "think=True").vocab_ is not None
+    >>> local_model(Engine(*tiny_pair()).setup(), "think=True").model_ is not None
     True
     >>> local_model(object(), "think=True")
     Traceback (most recent call last):
@@ -51,6 +51,23 @@ def local_model(engine, what: str):
         raise TypeError(f"{what} needs the model in this process (judge.engine.protocol.LocalModel), which a "
                         f"{type(engine).__name__} does not declare; use backend='transformers'.")
     return engine
+
+
+def vocabulary(engine, what: str):
+    """``engine``'s :class:`judge.automaton.Vocabulary` (:class:`~judge.engine.protocol.TokenVocabulary`), or a
+    clear refusal naming ``what`` needs it.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import tiny_pair
+    >>> len(vocabulary(Engine(*tiny_pair()).setup(), "method='decode'").end_token_ids) >= 1
+    True
+    """
+    if not isinstance(engine, TokenVocabulary):
+        raise TypeError(f"{what} needs the tokenizer's vocabulary (judge.engine.protocol.TokenVocabulary), which a "
+                        f"{type(engine).__name__} does not declare; use backend='transformers'.")
+    return engine.vocab_
 
 
 def prompt_items(c, texts, extras=None) -> list:
@@ -124,7 +141,7 @@ def _generate(c, prompts, **kwargs):
     ids, att = left_pad(prompts, pad, eng.model_.device)
     with torch.inference_mode():
         out = eng.model_.generate(input_ids=ids, attention_mask=att, pad_token_id=pad,
-                                  eos_token_id=list(eng.vocab_.end_token_ids), do_sample=False, **kwargs)
+                                  eos_token_id=list(vocabulary(eng, "Generating text").end_token_ids), do_sample=False, **kwargs)
     return ids.shape[1], out
 
 
@@ -147,7 +164,7 @@ def think(c, texts, *, batch_size=8) -> list:
     True
     """
     items = prompt_items(c, texts)
-    ends = set(local_model(c.engine, "think=True").vocab_.end_token_ids)
+    ends = set(vocabulary(c.engine, "think=True").end_token_ids)
     out = []
     for s in range(0, len(items), batch_size):
         L, gen = _generate(c, [it.ids for it in items[s:s + batch_size]], max_new_tokens=c.think_tokens)
@@ -209,7 +226,7 @@ def score_decode(c, texts, *, top_k=5, batch_size=8, extras=None) -> np.ndarray:
     items = prompt_items(c, texts, extras)
     proc = TrieLogitsProcessor(c.label_automaton())
     out = np.full((len(items), K), -np.inf)
-    ends = set(eng.vocab_.end_token_ids)
+    ends = set(vocabulary(eng, "method='decode'").end_token_ids)
     max_new = c.max_label_tokens + 1
     for s in range(0, len(items), batch_size):
         batch = items[s:s + batch_size]

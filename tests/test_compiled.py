@@ -95,6 +95,11 @@ def test_capabilities_are_checked_and_refused_clearly(pair):
     # a set on a scorer without the model in this process: what needs the model is refused clearly
     c = Classifier(["A01", "A02"], model, tokenizer=tok, method="exact").compiled_
     assert isinstance(c, CompiledLabels) and not isinstance(object(), LocalModel)
-    with pytest.raises(TypeError, match="LocalModel"):
+    with pytest.raises(TypeError, match="TokenVocabulary"):
         dataclasses.replace(c, engine=object()).label_automaton()
+    from judge.label_paths import local_model
+
+    with pytest.raises(TypeError, match="LocalModel"):
+        local_model(object(), "think=True")
+    assert isinstance(ref, LocalModel)  # the reference runs the model here: the server sizes its memory on it
     assert not dataclasses.replace(c, engine=ref).searchable()  # the reference cannot search

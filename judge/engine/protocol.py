@@ -16,7 +16,8 @@ decisions, structured generation's value distributions, the server — goes thro
 Beyond the protocol, a scorer may have **capabilities**, each a protocol of its own that callers
 check with ``isinstance`` before they use it (and refuse clearly when it is missing):
 :class:`RootCaching` (keep the shared instructions' key/values), :class:`LocalModel` (the model
-object and vocabulary in this process), :class:`TreeSearch` (the certified search),
+object in this process), :class:`TokenVocabulary` (the tokens' bytes and end tokens),
+:class:`TreeSearch` (the certified search),
 :class:`Training` (differentiable scores), :class:`MemoryBounded` (the most memory a call can
 take). No code outside :mod:`judge.engine` uses a scorer's member that the protocol or a
 capability does not declare (tests/test_layout.py checks it).
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = ["Query", "Item", "Scorer", "Closing", "OPTION_CONTEXT_CHARS", "option_context",
-           "RootCaching", "LocalModel", "TreeSearch", "Training", "MemoryBounded", "CAPABILITIES"]
+           "RootCaching", "LocalModel", "TokenVocabulary", "TreeSearch", "Training", "MemoryBounded", "CAPABILITIES"]
 
 
 #: How much of a prompt's end an option is tokenized after: an option's tokens can depend on what
@@ -206,12 +207,11 @@ class RootCaching(Protocol):
 
 @runtime_checkable
 class LocalModel(Protocol):
-    """Capability: the model object and its vocabulary live in this process (after ``setup()``).
+    """Capability: the model object lives in this process (after ``setup()``).
 
     ``model_`` is the transformers model (its config always; its weights where the scorer runs
-    them here: the :class:`~judge.engine.Engine`, not vLLM, whose copy is on the meta device);
-    ``vocab_`` is the :class:`judge.automaton.Vocabulary` (end tokens, token bytes); ``dtype_`` the
-    dtype the model computes in.
+    them here: the :class:`~judge.engine.Engine` and the reference, not vLLM, whose copy is on the
+    meta device); ``dtype_`` the dtype it computes in.
 
     Examples
     --------
@@ -222,8 +222,25 @@ class LocalModel(Protocol):
     """
 
     model_: object
-    vocab_: object
     dtype_: object
+
+
+@runtime_checkable
+class TokenVocabulary(Protocol):
+    """Capability: the tokenizer's vocabulary as bytes, with the end tokens (after ``setup()``).
+
+    ``vocab_`` is a :class:`judge.automaton.Vocabulary`: what the label automaton is built on and
+    where generation stops.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import Reference, tiny_pair
+    >>> isinstance(Engine(*tiny_pair()).setup(), TokenVocabulary), isinstance(Reference(*tiny_pair()), TokenVocabulary)
+    (True, False)
+    """
+
+    vocab_: object
 
 
 @runtime_checkable
@@ -286,4 +303,4 @@ class MemoryBounded(Protocol):
 
 
 #: Every capability a scorer may have beside the :class:`Scorer` protocol.
-CAPABILITIES = (RootCaching, LocalModel, TreeSearch, Training, MemoryBounded)
+CAPABILITIES = (RootCaching, LocalModel, TokenVocabulary, TreeSearch, Training, MemoryBounded)

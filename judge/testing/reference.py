@@ -88,6 +88,7 @@ class Reference:
         if end_token not in ("auto", True, False):
             raise ValueError(f"end_token must be 'auto', True or False, got {end_token!r}.")
         self.model_ = model
+        self.dtype_ = next(model.parameters()).dtype
         self.tokenizer_ = tokenizer
         self.end_token = end_token
         self.end_id_ = int(tokenizer.eos_token_id if end_id is None else end_id)
