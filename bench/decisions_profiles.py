@@ -124,7 +124,8 @@ def run(args) -> None:
     fits = {}
     for n in args.ns:
         part = [it for g in gens for it in [x for x in train if x.metadata["generator"] == g][:n]]
-        target, saved = CACHE / f"train_{args.train_seed}_n{n}.jsonl", CACHE / f"profile_n{n}.json"
+        tag = "" if args.features == "hidden" else f"_{args.features}"
+        target, saved = CACHE / f"train_{args.train_seed}_n{n}.jsonl", CACHE / f"profile_n{n}{tag}.json"
         stamp = saved.with_suffix(".lines.sha256")  # the digest of the lines the saved profile was fitted on
         path = labelled_jsonl(part, target)
         digest = hashlib.sha256(target.read_bytes()).hexdigest()
@@ -133,12 +134,14 @@ def run(args) -> None:
             # the profile fitted earlier on exactly these lines (fit_profile is deterministic): not refitted
             prof, reused = DecisionProfile.load(saved), True
         else:
-            prof, reused = fit_profile(path, zero, cv=args.cv), False
+            prof, reused = fit_profile(path, zero, cv=args.cv, features=args.features), False
             prof.save(saved)
             stamp.write_text(digest)
         fits[n] = {"seconds": None if reused else round(time.perf_counter() - t0, 1), "reused": reused,
                    "question_shapes": len(prof.heads),
-                   "l2": {v["instructions"][:50] if v["instructions"] else "": v["l2"] for v in prof.questions.values()}}
+                   "l2": {v["instructions"][:50] if v["instructions"] else "": v["l2"] for v in prof.questions.values()},
+                   "features": {v["instructions"][:50] if v["instructions"] else "": v.get("features", "hidden+scores")
+                                for v in prof.questions.values()}}
         arms[f"profile N={n}"] = Decider(scorer=scorer, profile=prof)
         print(f"N={n}: {len(prof.heads)} heads " + ("reused (fitted earlier on the same lines)" if reused else
                                                   f"fitted in {fits[n]['seconds']} s"), flush=True)
@@ -162,6 +165,7 @@ def run(args) -> None:
         results[arm] = {"summary": _summary(cards), "questions": cards, "seconds": round(time.perf_counter() - t0, 1)}
         print(arm, json.dumps(results[arm]["summary"]), flush=True)
     out = {"train_seed": args.train_seed, "test_seed": args.test_seed, "generators": gens, "ns": args.ns,
+           "features": args.features,
            "n_test_per_generator": args.n_test, "fits": fits, "arms": results,
            "targets": {"median accuracy - majority at N=32 >= +0.15": None, "no question over gold top share + 20":
                        None}}
@@ -205,6 +209,8 @@ def main(argv=None) -> int:
     r.add_argument("--ns", type=lambda s: [int(x) for x in s.split(",")], default=[8, 32, 128])
     r.add_argument("--n-test", type=int, default=30, help="test items per generator")
     r.add_argument("--cv", type=int, default=5)
+    r.add_argument("--features", default="hidden", help="fit_profile's features: 'hidden' (the answer-slot state) or "
+                                                         "'auto' (the other encoders too, chosen per question by CV)")
     r.add_argument("--generators", nargs="*", default=None)
     r.add_argument("--unseen-only", action="store_true",
                    help="drop the test items whose state is also a training item's (of the largest N)")

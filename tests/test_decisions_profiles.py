@@ -135,3 +135,33 @@ def test_a_file_that_is_not_a_profile_is_refused(tmp_path):
     path.write_text(json.dumps({"temperature": {"noul": 1.0}}))
     with pytest.raises(DecisionError, match="is not a decision profile"):
         _ = Decider(profile=str(path)).profile_
+
+
+def test_other_encoders_features_are_fitted_saved_and_used_per_question(tiny_llama, tmp_path):
+    """A TF-IDF block on the state text carries the planted word; saved, loaded and used at answer time."""
+    d = Decider(*tiny_llama)
+    rows = [(s, {"q": QUESTION}, {"q": y}) for s, y in _states(40, 3)]
+    prof = fit_profile(rows, d, cv=4, features="hidden+tfidf+scores")
+    (entry,) = prof.questions.values()
+    head = prof.heads[question_key(QUESTION)]
+    assert entry["features"] == "hidden+tfidf+scores" and [b for b, _ in head.blocks] == ["hidden", "tfidf"]
+    assert "zebra" in head.tfidf.state()[0] and "walrus" in head.tfidf.state()[0]
+    test = _states(30, 4)
+    withp = Decider(*tiny_llama, profile=prof)
+    acc = np.mean([int(withp.ask(s, {"q": QUESTION})["q"].choice[1:]) == y for s, y in test])
+    assert acc >= 0.9
+    prof.save(tmp_path / "p.json")
+    back = Decider(*tiny_llama, profile=DecisionProfile.load(tmp_path / "p.json"))
+    for s, _ in test[:4]:
+        assert back.ask(s, {"q": QUESTION})["q"].probabilities == pytest.approx(
+            withp.ask(s, {"q": QUESTION})["q"].probabilities, abs=1e-6)  # (another engine: float rounding)
+    auto = fit_profile(rows, d, cv=4, features="auto")
+    assert next(iter(auto.questions.values()))["features"] in (
+        "hidden+scores", "hidden+embed+scores", "hidden+tfidf+scores", "hidden+embed+tfidf+scores")
+
+
+@pytest.mark.parametrize("features", ["tfidf+scores", "hidden+embed", "hidden+scores+similarity", "bogus", []])
+def test_profile_features_that_do_not_read_the_state_with_its_offset_are_refused(tiny_llama, features):
+    rows = [(s, {"q": QUESTION}, {"q": y}) for s, y in _states(4, 0)]
+    with pytest.raises(DecisionError, match="fit_profile features must be"):
+        fit_profile(rows, Decider(*tiny_llama), cv=2, features=features)

@@ -79,6 +79,10 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model name or folder (default: the packaged SmolLM2-135M-Instruct)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
     p.add_argument("--cv", type=int, default=5, help="cross-validation folds for the L2 strength (default 5)")
+    p.add_argument("--features", default="hidden", choices=("hidden", "auto"),
+                   help="the head's features: the answer-slot state ('hidden', the default), or 'auto': the "
+                        "sentence embedding and TF-IDF of the state too, each kept per question where "
+                        "cross-validation says it helps")
 
 
 def add_parsers(subparsers) -> None:
@@ -257,13 +261,13 @@ def run_fit_decisions(args: argparse.Namespace) -> int:
 
     decider = Decider(args.model, device=args.device)
     try:
-        prof = fit_profile(args.file, decider, cv=args.cv)
+        prof = fit_profile(args.file, decider, cv=args.cv, features=args.features)
     except (DecisionError, InputError) as e:
         print(f"judge fit-decisions: {e}", file=sys.stderr)
         return 2
     prof.save(args.out)
     for q in prof.questions.values():
         print(f"{q['type']} {q['instructions']!r}: {q['n']} labelled states, classes {q['classes']} (counts "
-              f"{q['counts']}), L2 {q['l2']:.3g}")
+              f"{q['counts']}), L2 {q['l2']:.3g}, features {q.get('features', 'hidden+scores')}")
     print(f"wrote {args.out}")
     return 0

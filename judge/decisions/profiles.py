@@ -18,8 +18,12 @@ Probabilities stay over the question's options, in its own order (the wire contr
 change); the head's classes are kept in a canonical order (choice: option names sorted; yes/no:
 true, false; score: levels), so the same question with its options reordered is the same shape.
 
-What it deliberately does not do: fit the other encoders' features, calibrate after the head,
-or work without the transformers model (the answer-slot states are the model's own hidden
+Beside the answer-slot state the head may read the state text through the other encoders
+(``features="auto"``: a sentence embedding, ``embed``, and word TF-IDF fitted on the labelled
+states, ``tfidf``), each kept for a question shape only where cross-validated NLL says it helps
+(`judge.adaptation.fit_head_choosing`, the same choice `Classifier.fit` makes).
+
+What it deliberately does not do: calibrate after the head, or work without the transformers model (the answer-slot states are the model's own hidden
 states; a scorer without ``model_``, such as vLLM's, cannot give them).
 """
 
@@ -38,7 +42,7 @@ import numpy as np
 from judge.decisions.guard import answer_keys
 from judge.decisions.questions import Choice, DecisionError, Question, YesNo, render_value
 
-__all__ = ["DecisionProfile", "PROFILE_FORMAT", "canonical_keys", "fit_profile", "question_key"]
+__all__ = ["AUTO_FEATURES", "DecisionProfile", "PROFILE_FORMAT", "canonical_keys", "fit_profile", "question_key"]
 
 PROFILE_FORMAT = "trie-judge decision profile v1"
 
@@ -93,6 +97,30 @@ def _answer_states(decider, plans) -> np.ndarray:
     for head, idx in by_head.items():
         out[idx] = states_of_prompts(model, [scorer.encode(plans[i].pieces) for i in idx], root=scorer.encode(head))
     return out
+
+
+def _state_texts(plans) -> list[str]:
+    """The state each plan asks about, as the model reads it (its first user piece; a guard's variant: erased)."""
+    return [next((t for t, u in p.pieces if u), "") for p in plans]
+
+
+def _blocks(head, hidden, texts) -> dict:
+    """The feature blocks ``head`` reads, for answer-slot states ``hidden`` (n, d) and state ``texts``."""
+    names = [b for b, _ in head.blocks]
+    out = {"hidden": hidden} if "hidden" in names else {}
+    if "embed" in names:
+        from judge.encoders import get_encoder
+
+        out["embed"] = np.asarray(get_encoder(head.embedder)(list(texts)), np.float64)
+    if "tfidf" in names:
+        out["tfidf"] = head.tfidf.encode(list(texts))
+    return out
+
+
+#: The feature sets ``fit_profile(features="auto")`` chooses among per question shape, by
+#: cross-validated NLL (the zero-shot scores are every set's offset; ``hidden+scores`` is the head
+#: without the other encoders).
+AUTO_FEATURES = ("hidden+scores", "hidden+embed+scores", "hidden+tfidf+scores", "hidden+embed+tfidf+scores")
 
 
 @dataclass
@@ -170,7 +198,7 @@ class DecisionProfile:
         ...
         judge.decisions.questions.DecisionError: ...x.json is not a decision profile (no "format": "trie-judge decision profile v1"); write one with `judge fit-decisions` or DecisionProfile.save.
         """
-        from judge.adaptation import LinearHead
+        from judge.adaptation import from_saved
 
         with open(os.fspath(path), encoding="utf-8") as fh:
             raw = json.load(fh)
@@ -179,12 +207,11 @@ class DecisionProfile:
                                 f"with `judge fit-decisions` or DecisionProfile.save.")
         heads = {}
         for k, h in raw["heads"].items():
-            a, c = h["arrays"], h["config"]
             try:
-                heads[k] = LinearHead(np.asarray(a["weights"], np.float64), np.asarray(a["bias"], np.float64),
-                                      c["offset_scale"], np.asarray(a["mean"], np.float64),
-                                      np.asarray(a["scale"], np.float64), float(c["l2"]), c.get("report", {}))
-            except (KeyError, ValueError) as e:
+                c = {"kind": "head", **h["config"]}
+                arrays = {n: np.asarray(a, np.float64) for n, a in h["arrays"].items()}
+                heads[k] = from_saved(c, arrays, len(arrays["bias"]))
+            except (KeyError, ValueError, TypeError) as e:
                 raise DecisionError(f"{path}: the head of question {k} does not check ({e}); fit the profile "
                                     f"again.") from None
         return cls(heads, raw.get("questions", {}), raw.get("meta", {}))
@@ -230,19 +257,22 @@ class DecisionProfile:
         out: list = [None] * len(entries)
         if not todo:
             return out
-        H = _answer_states(decider, [entries[i][1] for i, _ in todo])
-        for (i, head), h in zip(todo, H):
+        plans = [entries[i][1] for i, _ in todo]
+        H = _answer_states(decider, plans)
+        texts = _state_texts(plans)
+        for j, ((i, head), h) in enumerate(zip(todo, H)):
             q, _, z = entries[i]
             keys, canon = answer_keys(q), canonical_keys(q)
             perm = [keys.index(k) for k in canon]  # canonical position -> question position
-            lp = head.log_proba(np.asarray(z, np.float64)[perm][None], h[None])[0]
+            lp = head.log_proba(np.asarray(z, np.float64)[perm][None], _blocks(head, h[None], texts[j:j + 1]))[0]
             back = np.empty(len(keys))
             back[perm] = lp
             out[i] = back
         return out
 
 
-def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch: int = 8) -> DecisionProfile:
+def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch: int = 8, features="hidden",
+                embedder="minilm") -> DecisionProfile:
     """Fit a head per question shape from labelled states.
 
     Parameters
@@ -258,6 +288,13 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
         Cross-validation of the L2 strength (`judge.adaptation.fit_head`).
     batch : int
         Lines scored per scoring call.
+    features : "hidden", "auto" or sequence of str
+        The head's feature sets: ``"hidden"`` (the answer-slot state, the zero-shot scores as
+        offset), ``"auto"`` (`AUTO_FEATURES`, chosen per question shape by cross-validated NLL),
+        or the candidates themselves (`judge.adaptation.fit_head_choosing`'s names).
+    embedder : str
+        The sentence encoder of an ``embed`` block (`judge.encoders.get_encoder`; the packaged
+        all-MiniLM-L6-v2 by default).
 
     Returns
     -------
@@ -278,10 +315,23 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
     >>> [q["n"] for q in prof.questions.values()]
     [6]
     """
-    from judge.adaptation import fit_head
+    from judge.adaptation import fit_head_choosing
+    from judge.adaptation.fit import parse_features
     from judge.decisions.calibration import read_labelled
     from judge.decisions.prompts import PROMPT_VERSION
 
+    cands = list(AUTO_FEATURES if features == "auto" else ("hidden+scores",) if features == "hidden"
+                 else (features,) if isinstance(features, str) else features)
+    def reads_state_with_offset(c) -> bool:
+        try:
+            bl, of = parse_features(c)
+        except (ValueError, TypeError, AttributeError):
+            return False
+        return "hidden" in bl and "scores" in of and "similarity" not in of
+
+    if not cands or not all(reads_state_with_offset(c) for c in cands):
+        raise DecisionError(f"fit_profile features must be 'hidden', 'auto' or feature sets that read the hidden "
+                            f"state with the zero-shot scores as offset (e.g. 'hidden+embed+scores'); got {features!r}.")
     rows = read_labelled(labelled) if isinstance(labelled, (str, os.PathLike)) else list(labelled)
     per: dict[str, dict] = {}
     for s in range(0, len(rows), batch):
@@ -310,11 +360,25 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
             continue
         q, y = g["q"], np.asarray(g["y"])
         K = len(canonical_keys(q))
-        H = _answer_states(decider, g["plans"])
-        head = fit_head(H, y, K, scores=np.stack(g["z"]), cv=cv, random_state=random_state)
+        blocks = {"hidden": _answer_states(decider, g["plans"])}
+        texts = _state_texts(g["plans"])
+        need = {b for c in cands for b in parse_features(c)[0]}
+        if "embed" in need:
+            from judge.encoders import get_encoder
+
+            blocks["embed"] = np.asarray(get_encoder(embedder)(texts), np.float64)
+        tfidf = None
+        if "tfidf" in need:  # word 1-2 grams fitted on this shape's labelled states (no labels: unsupervised)
+            from judge.encoders import TfidfEncoder
+
+            tfidf = TfidfEncoder(analyzer="word").fit(texts)
+            blocks["tfidf"] = tfidf.encode(texts)
+        head = fit_head_choosing(cands, blocks, y, K, scores=np.stack(g["z"]), cv=cv, random_state=random_state,
+                                 embedder=embedder if "embed" in need else None, tfidf=tfidf)
         heads[key] = head
         questions[key] = {"type": q.type, "instructions": render_value(q.instructions)[:200]
                           if q.instructions is not None else None, "classes": list(canonical_keys(q)),
-                          "n": int(len(y)), "counts": np.bincount(y, minlength=K).tolist(), "l2": float(head.l2)}
+                          "n": int(len(y)), "counts": np.bincount(y, minlength=K).tolist(), "l2": float(head.l2),
+                          "features": head.report.get("features", "hidden+scores")}
     return DecisionProfile(heads, questions, {"model": decider.model_name, "prompt_version": PROMPT_VERSION,
                                               "bias": decider.bias, "single_state_shapes_left": len(few)})
