@@ -124,7 +124,7 @@ def run(args) -> None:
     fits = {}
     for n in args.ns:
         part = [it for g in gens for it in [x for x in train if x.metadata["generator"] == g][:n]]
-        tag = "" if args.features == "hidden" else f"_{args.features}"
+        tag = f"_{args.features}"
         target, saved = CACHE / f"train_{args.train_seed}_n{n}.jsonl", CACHE / f"profile_n{n}{tag}.json"
         stamp = saved.with_suffix(".lines.sha256")  # the digest of the lines the saved profile was fitted on
         path = labelled_jsonl(part, target)
@@ -209,8 +209,9 @@ def main(argv=None) -> int:
     r.add_argument("--ns", type=lambda s: [int(x) for x in s.split(",")], default=[8, 32, 128])
     r.add_argument("--n-test", type=int, default=30, help="test items per generator")
     r.add_argument("--cv", type=int, default=5)
-    r.add_argument("--features", default="hidden", help="fit_profile's features: 'hidden' (the answer-slot state) or "
-                                                         "'auto' (the other encoders too, chosen per question by CV)")
+    r.add_argument("--features", default="auto", help="fit_profile's features: 'auto' (its default: the other "
+                                                       "encoders too, chosen per question by CV) or 'hidden' (the "
+                                                       "answer-slot state alone)")
     r.add_argument("--generators", nargs="*", default=None)
     r.add_argument("--unseen-only", action="store_true",
                    help="drop the test items whose state is also a training item's (of the largest N)")

@@ -79,10 +79,10 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model name or folder (default: the packaged SmolLM2-135M-Instruct)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
     p.add_argument("--cv", type=int, default=5, help="cross-validation folds for the L2 strength (default 5)")
-    p.add_argument("--features", default="hidden", choices=("hidden", "auto"),
-                   help="the head's features: the answer-slot state ('hidden', the default), or 'auto': the "
-                        "sentence embedding and TF-IDF of the state too, each kept per question where "
-                        "cross-validation says it helps")
+    p.add_argument("--features", default="auto", choices=("auto", "hidden"),
+                   help="the head's features: 'auto' (the default, chosen on validation): the answer-slot state "
+                        "and the state's sentence embedding and TF-IDF, each kept per question where "
+                        "cross-validation says it helps; 'hidden': the answer-slot state alone")
 
 
 def add_parsers(subparsers) -> None:
