@@ -27,9 +27,11 @@ In the order data flows:
   the strings scored for its options;
 * `~judge.decisions.priors` — `QuestionPriors`: the label-free bias correction's state,
   per question shape (content-free, then running);
-* `~judge.decisions.decider` — `Decider`: plans, one ``scorer.score(queries)`` call
-  (the `judge.engine.Scorer` protocol), spellings summed, the content-free bias
-  correction, normalisation, answers; token counts;
+* `~judge.decisions.planning` — `RequestPlan`: a request's prompts lowered to the
+  token-level items that are scored (`judge.engine.lower_queries`), and its price;
+* `~judge.decisions.decider` — `Decider`: plans (`Decider.plan_request`), one scoring call
+  for several plans (`Decider.answer`; the `judge.engine.Scorer` protocol), spellings summed,
+  the content-free bias correction, normalisation, answers; token counts;
 * `~judge.decisions.calibration` — `DecisionCalibration` (a temperature per type, a
   yes/no bias, per-level score biases) and `calibrate_decisions` (labelled JSON lines);
 * `~judge.decisions.scanners`, `~judge.decisions.pieces`, `~judge.decisions.guard` —
@@ -58,6 +60,7 @@ from judge.decisions.calibration import DecisionCalibration, calibrate_decisions
 from judge.decisions.decider import Decider
 from judge.decisions.guard import Flag, Guard, GuardReport
 from judge.decisions.pieces import Piece, cut
+from judge.decisions.planning import RequestPlan
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
 from judge.decisions.profiles import DecisionProfile, fit_profile
 from judge.decisions.prompts import (
@@ -128,6 +131,7 @@ __all__ = [
     "PROMPT_VERSION",
     "Plan",
     "Question",
+    "RequestPlan",
     "choice_confidence",
     "plan_question",
     "question_from_wire",

@@ -8,11 +8,12 @@ configured (any key, or none, is accepted otherwise), and the body is read bound
 a ``Content-Encoding: zstd`` (or gzip/deflate) body is decoded, bounded the same way.
 
 Each request is then admitted in a thread pool apart from the scoring thread
-(`judge.server.admission`: parsed, validated, limited, priced with the scorer's own
-tokenizer; 422 / 413 before anything is queued), cut into jobs of at most
-``max_batch_tokens`` tokens and queued on a `MicroBatcher`, which serves requests in turn;
-one worker thread answers each batch with one `Decider.ask_many` call (one ``score()``
-call). A client that disconnects has its waiting jobs dropped. An exception inside
+(`judge.server.admission`: parsed, validated, limited, planned and lowered to tokens once
+(`Decider.plan_request`), priced on those tokens; 422 / 413 before anything is queued), cut
+into jobs of at most ``max_batch_tokens`` tokens, each carrying its plan, and queued on a
+`MicroBatcher`, which serves requests in turn; one worker thread answers each batch with one
+`Decider.answer` call (one scoring call over the plans' items, which it neither plans nor
+tokenizes again). A client that disconnects has its waiting jobs dropped. An exception inside
 scoring that is not the request's fault answers 500 with the request id (logged with
 its traceback on ``judge.server``) and the server keeps serving; SIGTERM (uvicorn) stops
 taking requests and finishes the admitted ones.
@@ -368,7 +369,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
     def run_batch(payloads):
         t0 = time.perf_counter()
-        answers = decider.ask_many(payloads)
+        answers = decider.answer(payloads)
         ms = (time.perf_counter() - t0) * 1000
         batch_tokens = int(decider.last_usage_.get("input_tokens", 0))
         stats["scoring_calls"] += 1
@@ -418,7 +419,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
     async def answer(request: Request, admitted):
         """Queue the request's jobs; drop them if the client goes away first."""
-        jobs = admitted.jobs(max_tokens=config.max_batch_tokens, max_questions=config.max_batch_questions)
+        jobs = admitted.work
         t0 = time.perf_counter()
         work = asyncio.ensure_future(batcher.submit_many([j[0] for j in jobs], [j[1] for j in jobs],
                                                          [j[2] for j in jobs]))
