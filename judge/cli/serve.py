@@ -4,7 +4,8 @@
 `judge.server.app.create_app` with uvicorn (``/v1/systemone``,
 ``/v1/decisions``, ``/v1/models``; with ``--classifier DIR`` also ``/v1/classify``, what
 ``judge predict --server URL`` asks, so repeated calls pay the model load once); ``judge calibrate-decisions`` fits a
-profile with `judge.decisions.calibrate_decisions` from labelled JSONL.
+profile with `judge.decisions.calibrate_decisions` from labelled JSONL (read by
+`judge.server.wire.read_labelled`), and ``judge fit-decisions`` a fitted profile (`judge.decisions.fit_profile`).
 FastAPI and uvicorn are imported only when ``serve`` runs (the ``[serve]`` extra).
 
 What it deliberately does not do: define routes or wire models (`judge.server`
@@ -66,7 +67,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="labelled decisions, JSONL (see judge.decisions.calibrate_decisions)")
+    p.add_argument("file", help="labelled decisions, JSONL (see judge.server.wire.read_labelled)")
     p.add_argument("--out", required=True, metavar="PROFILE", help="where to write the profile (JSON)")
     p.add_argument("--model", default=None, help="hub id, local folder or packaged alias (default: smollm2-135m-instruct)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
@@ -224,8 +225,9 @@ def run_calibrate_decisions(args: argparse.Namespace) -> int:
     0
     """
     from judge.decisions import Decider, calibrate_decisions
+    from judge.server.wire import read_labelled
 
-    cal = calibrate_decisions(args.file, Decider(args.model, device=args.device), bias=not args.no_bias)
+    cal = calibrate_decisions(read_labelled(args.file), Decider(args.model, device=args.device), bias=not args.no_bias)
     path = cal.save(args.out)
     temps = ", ".join(f"{k}={v:.3f}" for k, v in sorted(cal.temperature.items()))
     print(f"wrote {path}: temperature {temps}; noul bias {cal.noul_bias:+.3f}; n {cal.meta.get('n')}")
@@ -254,10 +256,11 @@ def run_fit_decisions(args: argparse.Namespace) -> int:
     """
     from judge.decisions import Decider, DecisionError, fit_profile
     from judge.io import InputError
+    from judge.server.wire import read_labelled
 
     decider = Decider(args.model, device=args.device)
     try:
-        prof = fit_profile(args.file, decider, cv=args.cv)
+        prof = fit_profile(read_labelled(args.file), decider, cv=args.cv)
     except (DecisionError, InputError) as e:
         print(f"judge fit-decisions: {e}", file=sys.stderr)
         return 2

@@ -22,7 +22,8 @@ Memory: one scoring call at a time, each bounded by the engine's settings
 (`judge.engine.passes.memory_bound`); admission holds at most ``admission_threads``
 bodies of at most ``max_body_bytes`` at once.
 
-What it deliberately does not do: parse the wire form (`judge.server.contract`), build
+What it deliberately does not do: parse or write the wire form (`judge.server.contract`,
+`judge.server.wire`), build
 prompts or score (`judge.decisions`), or parse command lines (``judge serve`` lives in
 `judge.cli.serve`).
 
@@ -64,6 +65,7 @@ from judge.server.admission import Admission, Invalid
 from judge.server.batching import MicroBatcher, Overloaded, ShuttingDown
 from judge.server.contract import guard_to_wire
 from judge.server.errors import ApiError, error_body, install_handlers, validation_response
+from judge.server.wire import answer_to_wire
 
 __all__ = ["ServerConfig", "create_app", "memory_bound"]
 
@@ -483,7 +485,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
                 "x_total_ms": round(res["total_ms"], 3), "x_admit_ms": round(res["admit_ms"], 3), "x_jobs": res["jobs"]}
 
     def wire(a) -> dict:
-        out = a.to_wire(extensions=config.extensions)
+        out = answer_to_wire(a, extensions=config.extensions)
         return {**out, **guard_to_wire(a.guard)} if a.guard is not None else out
 
     def render_systemone(req, res) -> dict:
