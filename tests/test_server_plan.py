@@ -8,7 +8,9 @@ bit for bit.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections import Counter
 
 import numpy as np
@@ -23,6 +25,7 @@ import judge.decisions.planning as planning  # noqa: E402
 from judge.decisions import Choice, Decider, Guard, Score, YesNo  # noqa: E402
 from judge.engine import Engine, Query, default_root, lower_queries, lowers  # noqa: E402
 from judge.server.app import ServerConfig, create_app  # noqa: E402
+from judge.server.batching import MicroBatcher  # noqa: E402
 from judge.testing import Reference  # noqa: E402
 
 STATE = "I was charged twice for my March invoice and the refund still hasn't arrived."
@@ -166,3 +169,19 @@ def test_lowered_items_score_as_the_queries_do(tiny_llama):
     assert [it.group for it in items] == [0, 0, 1]
     for x, y in zip(eng.score(qs), eng.score_items(items, root=default_root([it.ids for it in items]))):
         assert np.array_equal(x, y)
+
+
+def test_a_lone_job_waits_for_company_only_while_some_is_on_its_way():
+    """The batcher's wake-up: max_wait_s is paid only while expect() says another request is being admitted."""
+    async def latency(expect):
+        b = MicroBatcher(lambda ps: ps, max_wait_s=0.4, expect=expect)
+        await b.start()
+        t0 = time.perf_counter()
+        await b.submit("x")
+        dt = time.perf_counter() - t0
+        await b.stop()
+        return dt
+
+    assert asyncio.run(latency(lambda: False)) < 0.2
+    assert asyncio.run(latency(lambda: True)) >= 0.35
+    assert asyncio.run(latency(None)) >= 0.35  # no expect: always wait (the batcher alone cannot know)

@@ -11,7 +11,8 @@ Each request is then admitted in a thread pool apart from the scoring thread
 (`judge.server.admission`: parsed, validated, limited, planned and lowered to tokens once
 (`Decider.plan_request`), priced on those tokens; 422 / 413 before anything is queued), cut
 into jobs of at most ``max_batch_tokens`` tokens, each carrying its plan, and queued on a
-`MicroBatcher`, which serves requests in turn; one worker thread answers each batch with one
+`MicroBatcher`, which serves requests in turn (waiting ``max_wait_ms`` for company only while
+another request is being admitted); one worker thread answers each batch with one
 `Decider.answer` call (one scoring call over the plans' items, which it neither plans nor
 tokenizes again). A client that disconnects has its waiting jobs dropped. An exception inside
 scoring that is not the request's fault answers 500 with the request id (logged with
@@ -85,7 +86,8 @@ class ServerConfig:
     served_name : str or None
         The model name in responses and ``/v1/models`` (default ``trie-judge/<model>``).
     max_wait_ms : float
-        How long a request waits for others to share its forward pass.
+        How long a request waits for others to share its forward pass (only while another
+        request is being admitted: a lone request runs at once).
     max_batch_questions : int
         Questions merged into one scoring call.
     max_queue : int
@@ -380,8 +382,10 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         return [{"answers": a, "batch_tokens": batch_tokens, "batch_requests": len(payloads), "compute_ms": ms}
                 for a in answers]
 
+    admitting = [0]  # requests between their body and the queue: the company a batch may wait for
     batcher = MicroBatcher(run_batch, max_wait_s=config.max_wait_ms / 1000, max_questions=config.max_batch_questions,
-                           max_queue=config.max_queue, max_tokens=config.max_batch_tokens)
+                           max_queue=config.max_queue, max_tokens=config.max_batch_tokens,
+                           expect=lambda: admitting[0] > 0)
 
     def check_model(model: str) -> None:
         if model not in accepted:
@@ -457,8 +461,12 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
             loop = asyncio.get_running_loop()
             body = await request.body()
             t0 = time.perf_counter()
-            req, admitted = await loop.run_in_executor(admit_pool, admission.admit, body,
-                                                       request.headers.get("content-type"), route)
+            admitting[0] += 1
+            try:
+                req, admitted = await loop.run_in_executor(admit_pool, admission.admit, body,
+                                                           request.headers.get("content-type"), route)
+            finally:
+                admitting[0] -= 1
             admit_ms = (time.perf_counter() - t0) * 1000
             res = await answer(request, admitted)
             res["admit_ms"] = admit_ms
