@@ -41,7 +41,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="who scores: the transformers engine (default) or vLLM (its own environment: "
                         "scripts/setup_vllm.sh; --model a hub id or folder)")
     p.add_argument("--served-name", default=None, help="model name in responses (default trie-judge/<model>)")
-    p.add_argument("--max-wait-ms", type=float, default=5.0, help="micro-batching wait (default 5 ms)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="micro-batching wait while another request is being admitted (default 5 ms)")
     p.add_argument("--max-batch-questions", type=int, default=256, help="questions per forward pass (default 256)")
     p.add_argument("--max-queue", type=int, default=64, help="waiting requests before 429 (default 64)")
     p.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024,
