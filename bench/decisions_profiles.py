@@ -34,7 +34,7 @@ CACHE = HERE / "cache" / "decisions_profiles"
 
 def _questions(item):
     from bench._decisions_data import wire
-    from judge.decisions import question_from_wire
+    from judge.server.contract import question_from_wire
 
     return {k: question_from_wire(wire(q), where=k) for k, q in item.questions.items()}
 
@@ -103,6 +103,7 @@ def run(args) -> None:
     from bench._decisions_data import GENERATORS, CachedScorer, labelled_jsonl, task_items
     from judge.decisions import Decider, DecisionProfile, fit_profile
     from judge.engine import Engine
+    from judge.server.wire import read_labelled
 
     gens = args.generators or list(GENERATORS)
     model, tok = load_bench_model(None, device="cpu")
@@ -134,7 +135,7 @@ def run(args) -> None:
             # the profile fitted earlier on exactly these lines (fit_profile is deterministic): not refitted
             prof, reused = DecisionProfile.load(saved), True
         else:
-            prof, reused = fit_profile(path, zero, cv=args.cv, features=args.features), False
+            prof, reused = fit_profile(read_labelled(path), zero, cv=args.cv, features=args.features), False
             prof.save(saved)
             stamp.write_text(digest)
         fits[n] = {"seconds": None if reused else round(time.perf_counter() - t0, 1), "reused": reused,

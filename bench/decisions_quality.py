@@ -110,7 +110,7 @@ def _decider(args, calibration=None):
 
 def _parsed(item):
     from bench._decisions_data import wire
-    from judge.decisions import question_from_wire
+    from judge.server.contract import question_from_wire
 
     return {k: question_from_wire(wire(q)) for k, q in item.questions.items()}
 
@@ -178,10 +178,11 @@ def _run_one(args) -> None:
     print(f"wrote {len(rows)} rows to {out}; cache hits {d.scorer_.hits}, misses {d.scorer_.misses}", file=sys.stderr)
     if args.calibrated:
         from judge.decisions import calibrate_decisions
+        from judge.server.wire import read_labelled
 
         fit = task_items(gens, args.calibration_n, _seed("validation"))
         path = labelled_jsonl(fit, Path(args.cache) / "profiles" / f"{args.tag}__{label}.jsonl")
-        profile = calibrate_decisions(path, d, min_per_level_set=20)
+        profile = calibrate_decisions(read_labelled(path), d, min_per_level_set=20)
         saved = profile.save(path.with_suffix(".json"))
         rows = _through_server(_decider(args, calibration=saved), items, f"{args.tag}/{label}/cal")
         out = _preds_path(args.cache, args.tag, label, args.split, calibrated=True)

@@ -122,10 +122,11 @@ def main(argv=None) -> int:
     if a.calibration_n:
         # held out: fitted on other generated items (another seed), evaluated on the same items as above
         from judge.decisions import calibrate_decisions
+        from judge.server.wire import read_labelled
 
         fit_items = _items(a.generators.split(","), a.calibration_n, seed=7)
         path = labelled_jsonl(fit_items, Path(a.json).with_suffix(".calibration.jsonl"))
-        cal = calibrate_decisions(path, d, min_per_level_set=a.calibration_n)
+        cal = calibrate_decisions(read_labelled(path), d, min_per_level_set=a.calibration_n)
         dc = Decider(model, tok, engine=a.engine, calibration=cal)
         rows, times = [], []
         for g, it in items:

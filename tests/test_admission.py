@@ -128,8 +128,8 @@ def test_the_options_floor_is_checked_before_any_tokenizing(decider, monkeypatch
     """Every option is at least one scored token: a request whose options alone pass the budget is refused
     without counting its tokens; one whose options exactly fill it is priced exactly."""
     counted = []
-    real = decider.count_tokens
-    monkeypatch.setattr(decider, "count_tokens", lambda *a, **k: counted.append(1) or real(*a, **k))
+    real = decider.plan_request
+    monkeypatch.setattr(decider, "plan_request", lambda *a, **k: counted.append(1) or real(*a, **k))
     adm = _admission(decider, max_request_tokens=20)
     msg = _refused(adm, _systemone({"a": _choice(11), "b": _choice(10)}))
     assert "the request's 21 options are at least 21 tokens, over the 20-token budget" in msg and not counted
@@ -217,7 +217,7 @@ def test_jobs_hold_at_most_their_limits_and_exactly_them():
 def test_a_request_for_another_model_or_out_of_contract_is_refused_before_pricing(decider, monkeypatch):
     from fastapi.exceptions import RequestValidationError
 
-    monkeypatch.setattr(decider, "count_tokens", lambda *a, **k: pytest.fail("priced a refused request"))
+    monkeypatch.setattr(decider, "plan_request", lambda *a, **k: pytest.fail("priced a refused request"))
     adm = _admission(decider)
     with pytest.raises(ApiError) as err:
         adm.admit(json.dumps({"model": "other", "state": "x", "questions": {"q": NOUL}}).encode(),

@@ -34,13 +34,16 @@ from judge.decisions import (
     choice_confidence,
     is_opaque_id,
     plan_question,
-    question_from_wire,
     render_value,
     score_confidence,
 )
 from judge.engine import Query
 from judge.io import InputError
 from judge.testing import Reference
+
+pytest.importorskip("pydantic")  # the wire form (judge.server.contract, judge.server.wire) needs the [serve] extra
+from judge.server.contract import question_from_wire  # noqa: E402
+from judge.server.wire import answer_to_wire, read_labelled  # noqa: E402
 
 TICKET = ("Hi, I was charged twice for my March invoice (order #4471) and the refund I was promised "
           "last week still hasn't arrived. Please fix this today.")
@@ -233,21 +236,21 @@ def test_reference_confidences_stay_in_the_unit_interval():
 def test_wire_form_of_each_answer_type():
     legend = {"0": "Calm", "1": "Angry"}
     score = Answer("score", {"0": 0.25, "1": 0.75}, score=0.75, legend=legend, confidence=0.5, scored="level numbers")
-    assert score.to_wire() == {"type": "score", "score": 0.75, "legend": legend,
+    assert answer_to_wire(score) == {"type": "score", "score": 0.75, "legend": legend,
                                "probabilities": {"0": 0.25, "1": 0.75}, "confidence": 0.5}
-    assert score.to_wire(extensions=True) == {**score.to_wire(), "x_option_mass": 1.0, "x_calibrated": False,
+    assert answer_to_wire(score, extensions=True) == {**answer_to_wire(score), "x_option_mass": 1.0, "x_calibrated": False,
                                               "x_path": "listed", "x_bias": None, "x_scored": "level numbers"}
     choice = Answer("choice", {"a": 0.75, "b": 0.25}, choice="a", confidence=0.5)
-    assert choice.to_wire() == {"type": "choice", "choice": "a", "probabilities": {"a": 0.75, "b": 0.25},
+    assert answer_to_wire(choice) == {"type": "choice", "choice": "a", "probabilities": {"a": 0.75, "b": 0.25},
                                 "confidence": 0.5}
     # a fitted profile's answer says so, among the extensions only
     fitted = Answer("choice", {"a": 0.75, "b": 0.25}, choice="a", confidence=0.5, fitted=True, calibrated=False)
-    assert fitted.to_wire() == choice.to_wire()
-    assert fitted.to_wire(extensions=True)["x_fitted"] is True
-    assert "x_fitted" not in choice.to_wire(extensions=True)
+    assert answer_to_wire(fitted) == answer_to_wire(choice)
+    assert answer_to_wire(fitted, extensions=True)["x_fitted"] is True
+    assert "x_fitted" not in answer_to_wire(choice, extensions=True)
     noul = Answer("noul", {"true": 0.8, "false": 0.2}, noul=0.8, fitted=True, scored="yes/no spellings",
                   spellings={"true": [" Yes"], "false": [" No"]})
-    assert noul.to_wire(extensions=True) == {
+    assert answer_to_wire(noul, extensions=True) == {
         "type": "noul", "noul": 0.8, "x_option_mass": 1.0, "x_calibrated": False, "x_path": "listed", "x_bias": None,
         "x_scored": "yes/no spellings", "x_fitted": True, "x_yes_spellings": [" Yes"], "x_no_spellings": [" No"]}
 
@@ -486,7 +489,7 @@ def test_bad_calls(decider):
 
 
 def test_question_from_wire():
-    """judge.decisions.question_from_wire is the server contract's parser (pydantic), one parse of the wire form."""
+    """judge.server.contract.question_from_wire is the contract's parser (pydantic), one parse of the wire form."""
     pytest.importorskip("pydantic")
     assert question_from_wire({"type": "noul", "criteria": None}) == YesNo()
     c = question_from_wire({"type": "choice", "instructions": ["a", "b"], "criteria": {"x": {"k": 1}, "y": None}})
@@ -609,7 +612,7 @@ def test_calibrate_decisions_end_to_end(tmp_path, decider, tiny_llama):
     rows.append({"state": "x", "question": {"type": "noul"}, "label": "yes"})
     path = tmp_path / "labelled.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    cal = calibrate_decisions(path, decider, min_per_level_set=5)
+    cal = calibrate_decisions(read_labelled(path), decider, min_per_level_set=5)
     assert set(cal.temperature) == {"noul", "choice", "score"} and cal.meta["n"] == {"noul": 13, "choice": 12, "score": 12}
     for k in ("noul", "choice", "score"):
         assert cal.meta[f"nll_{k}"]["after"] <= cal.meta[f"nll_{k}"]["before"] + 1e-9
@@ -633,19 +636,19 @@ def test_calibration_file_errors(tmp_path, decider):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"state": "x", "question": {"type": "choice", "criteria": {"a": null, "b": null}}, "label": "c"}\n')
     with pytest.raises(DecisionError, match="label 'c' is not one of the options"):
-        calibrate_decisions(bad, decider)
+        read_labelled(bad)
     bad.write_text('{"state": "x", "question": {"type": "noul"}, "label": true}\nnot json\n')
     with pytest.raises(InputError, match=r"bad.jsonl:2: not JSON"):
-        calibrate_decisions(bad, decider)
+        read_labelled(bad)
     bad.write_text('{"question": {"type": "noul"}, "label": true}\n')
     with pytest.raises(DecisionError, match=r"bad.jsonl:1: each line needs a \"state\""):
-        calibrate_decisions(bad, decider)
+        read_labelled(bad)
     bad.write_text('{"state": "x", "question": {"type": "noul", "instructions": 5}, "label": true}\n')
     with pytest.raises(DecisionError, match=r"bad.jsonl:1: question 'q': instructions: must be a string"):
-        calibrate_decisions(bad, decider)
+        read_labelled(bad)
     bad.write_text('{"state": "x", "question": {"type": "noul"}}\n')
     with pytest.raises(DecisionError, match="has no labelled questions"):
-        calibrate_decisions(bad, decider)
+        read_labelled(bad)
     (tmp_path / "p.json").write_text('{"format": "other"}')
     with pytest.raises(DecisionError, match="is not a decision calibration profile"):
         DecisionCalibration.load(tmp_path / "p.json")
@@ -869,7 +872,7 @@ def test_yes_no_sums_its_spellings_like_the_reference(tiny_llama, decider, chat)
     want = math.exp(np.logaddexp.reduce(s[:len(yes)]) - np.logaddexp.reduce(s))
     assert a.noul == pytest.approx(want, abs=1e-5)
     assert a.option_mass == pytest.approx(math.exp(np.logaddexp.reduce(s)), rel=1e-3)
-    wire = a.to_wire(extensions=True)
+    wire = answer_to_wire(a, extensions=True)
     assert wire["x_yes_spellings"] == yes and wire["x_no_spellings"] == no and wire["x_bias"] is None
 
 
@@ -904,7 +907,7 @@ def test_the_default_bias_correction_is_applied_and_cached_per_question_shape(ti
     z[list(plan.order)] = raw - cf  # every content-free state answers cf: the prior is cf
     want = np.exp(z - np.logaddexp.reduce(z))
     np.testing.assert_allclose([a.probabilities[k] for k in q.names], want, atol=1e-12)
-    assert a.bias == "contextual" and a.to_wire(extensions=True)["x_bias"] == "contextual"
+    assert a.bias == "contextual" and answer_to_wire(a, extensions=True)["x_bias"] == "contextual"
     assert stub.calls == [1 + len(CONTENT_FREE)] and d.describe()["bias"]["shapes"] == 1
     d.ask("another ticket", {"q": q, "again": q})             # same shape: nothing more to compute
     d.ask("another ticket", {"other": Choice({"billing": None, "fraud": None, "other": None}, "Which team?")})

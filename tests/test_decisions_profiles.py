@@ -99,6 +99,10 @@ def test_profiles_save_load_and_are_served(tiny_llama, fitted, tmp_path):
 
 
 def test_wrong_shape_labelled_files_are_refused_with_the_line(tiny_llama, tmp_path):
+    """Labelled files are read by the server's reader (judge.server.wire.read_labelled), fit_profile takes rows."""
+    pytest.importorskip("pydantic")
+    from judge.server.wire import read_labelled
+
     d = Decider(*tiny_llama)
     good = {"state": "walrus", "question": {"type": "choice", "criteria": {"o0": "verify", "o1": "refund"}},
             "label": "o0"}
@@ -112,22 +116,24 @@ def test_wrong_shape_labelled_files_are_refused_with_the_line(tiny_llama, tmp_pa
         path = tmp_path / f"{name}.jsonl"
         path.write_text("\n".join(json.dumps(x) for x in (good, good, bad)))
         with pytest.raises(DecisionError, match=f"{name}.jsonl:3: .*{msg[:30]}"):
-            fit_profile(path, d)
+            fit_profile(read_labelled(path), d)
     path = tmp_path / "not_json.jsonl"
     path.write_text(json.dumps(good) + "\n{not json")
     from judge.io import InputError
 
     with pytest.raises(InputError, match="not_json.jsonl:2: not JSON"):
-        fit_profile(path, d)
+        fit_profile(read_labelled(path), d)
     one = tmp_path / "one.jsonl"
     one.write_text(json.dumps(good))
     with pytest.raises(DecisionError, match="has 1 labelled state; a fitted profile needs at least 2"):
-        fit_profile(one, d)
+        fit_profile(read_labelled(one), d)
     other = {**good, "question": {"type": "noul", "instructions": "Refund?"}, "label": True}
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text("\n".join(json.dumps(x) for x in (good, good, other)))
     with pytest.warns(UserWarning, match="1 question shape\\(s\\) with a single labelled state are left zero-shot"):
-        assert len(fit_profile(mixed, d, cv=2).heads) == 1
+        assert len(fit_profile(read_labelled(mixed), d, cv=2).heads) == 1
+    with pytest.raises(TypeError, match="takes labelled rows"):
+        fit_profile(mixed, d)  # a path: the file is the server's to read
 
 
 def test_a_file_that_is_not_a_profile_is_refused(tmp_path):

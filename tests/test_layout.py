@@ -6,7 +6,8 @@ Walks every module of ``judge`` with ``ast`` (nothing is imported):
   no ``from judge.x import _y``, no ``obj._attr`` unless this module defines ``_attr``, and a
   private module (``_kernels``, ``_validation``: a package's internal helpers, whose own names
   carry no underscore) is imported only by its own package;
-* the graph of imports between judge modules (function-level imports included) has no cycle;
+* the graph of imports between judge modules (function-level imports included) has no cycle, and
+  ``judge.decisions`` imports nothing of ``judge.server`` (the server is the edge);
 * no module is over 600 lines, except the numba kernels;
 * every module starts with a docstring.
 
@@ -160,6 +161,23 @@ def test_no_import_cycles():
         if n not in state:
             visit(n)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+#: packages that must not import another (function-level imports included): the edge imports the core
+LAYERS_APART = {"judge.decisions": ("judge.server",)}
+
+
+def test_the_core_never_imports_the_server():
+    """judge.decisions takes questions and rows and returns answers; the wire form, labelled files and HTTP
+    (judge.server) import it, never the other way round (issue 30: no decisions -> server edge)."""
+    bad = []
+    for name, path in MODULES.items():
+        for pkg, banned in LAYERS_APART.items():
+            if name != pkg and not name.startswith(pkg + "."):
+                continue
+            bad += [f"{path}:{line}: imports {mod}" for mod, _, line in _imports(name, path)
+                    if any(mod == b or mod.startswith(b + ".") for b in banned)]
+    assert not bad, "a core package imports the server:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

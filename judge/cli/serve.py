@@ -4,7 +4,8 @@
 `judge.server.app.create_app` with uvicorn (``/v1/systemone``,
 ``/v1/decisions``, ``/v1/models``; with ``--classifier DIR`` also ``/v1/classify``, what
 ``judge predict --server URL`` asks, so repeated calls pay the model load once); ``judge calibrate-decisions`` fits a
-profile with `judge.decisions.calibrate_decisions` from labelled JSONL.
+profile with `judge.decisions.calibrate_decisions` from labelled JSONL (read by
+`judge.server.wire.read_labelled`), and ``judge fit-decisions`` a fitted profile (`judge.decisions.fit_profile`).
 FastAPI and uvicorn are imported only when ``serve`` runs (the ``[serve]`` extra).
 
 What it deliberately does not do: define routes or wire models (`judge.server`
@@ -40,7 +41,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="who scores: the transformers engine (default) or vLLM (its own environment: "
                         "scripts/setup_vllm.sh; --model a hub id or folder)")
     p.add_argument("--served-name", default=None, help="model name in responses (default trie-judge/<model>)")
-    p.add_argument("--max-wait-ms", type=float, default=5.0, help="micro-batching wait (default 5 ms)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="micro-batching wait while another request is being admitted (default 5 ms)")
     p.add_argument("--max-batch-questions", type=int, default=256, help="questions per forward pass (default 256)")
     p.add_argument("--max-queue", type=int, default=64, help="waiting requests before 429 (default 64)")
     p.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024,
@@ -66,7 +68,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="labelled decisions, JSONL (see judge.decisions.calibrate_decisions)")
+    p.add_argument("file", help="labelled decisions, JSONL (see judge.server.wire.read_labelled)")
     p.add_argument("--out", required=True, metavar="PROFILE", help="where to write the profile (JSON)")
     p.add_argument("--model", default=None, help="hub id, local folder or packaged alias (default: smollm2-135m-instruct)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present, else CPU)")
@@ -228,8 +230,9 @@ def run_calibrate_decisions(args: argparse.Namespace) -> int:
     0
     """
     from judge.decisions import Decider, calibrate_decisions
+    from judge.server.wire import read_labelled
 
-    cal = calibrate_decisions(args.file, Decider(args.model, device=args.device), bias=not args.no_bias)
+    cal = calibrate_decisions(read_labelled(args.file), Decider(args.model, device=args.device), bias=not args.no_bias)
     path = cal.save(args.out)
     temps = ", ".join(f"{k}={v:.3f}" for k, v in sorted(cal.temperature.items()))
     print(f"wrote {path}: temperature {temps}; noul bias {cal.noul_bias:+.3f}; n {cal.meta.get('n')}")
@@ -258,10 +261,11 @@ def run_fit_decisions(args: argparse.Namespace) -> int:
     """
     from judge.decisions import Decider, DecisionError, fit_profile
     from judge.io import InputError
+    from judge.server.wire import read_labelled
 
     decider = Decider(args.model, device=args.device)
     try:
-        prof = fit_profile(args.file, decider, cv=args.cv, features=args.features)
+        prof = fit_profile(read_labelled(args.file), decider, cv=args.cv, features=args.features)
     except (DecisionError, InputError) as e:
         print(f"judge fit-decisions: {e}", file=sys.stderr)
         return 2

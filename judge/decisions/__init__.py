@@ -27,11 +27,13 @@ In the order data flows:
   the strings scored for its options;
 * `~judge.decisions.priors` — `QuestionPriors`: the label-free bias correction's state,
   per question shape (content-free, then running);
-* `~judge.decisions.decider` — `Decider`: plans, one ``scorer.score(queries)`` call
-  (the `judge.engine.Scorer` protocol), spellings summed, the content-free bias
-  correction, normalisation, answers; token counts;
+* `~judge.decisions.planning` — `RequestPlan`: a request's prompts lowered to the
+  token-level items that are scored (`judge.engine.lower_queries`), and its price;
+* `~judge.decisions.decider` — `Decider`: plans (`Decider.plan_request`), one scoring call
+  for several plans (`Decider.answer`; the `judge.engine.Scorer` protocol), spellings summed,
+  the content-free bias correction, normalisation, answers; token counts;
 * `~judge.decisions.calibration` — `DecisionCalibration` (a temperature per type, a
-  yes/no bias, per-level score biases) and `calibrate_decisions` (labelled JSON lines);
+  yes/no bias, per-level score biases) and `calibrate_decisions` (labelled rows);
 * `~judge.decisions.scanners`, `~judge.decisions.pieces`, `~judge.decisions.guard` —
   steering resistance, opt-in (``Decider(guard=...)``, ``ask(..., guard=...)``): content
   scanners, a state cut into pieces, erased variants scored in the same call, `Guard` and
@@ -41,7 +43,8 @@ In the order data flows:
   offset), used by ``Decider(profile=...)`` and ``judge serve --profile``;
 * `~judge.decisions.setup` — the scorer, prompt styles and model name a `Decider` resolves.
 
-What it deliberately does not do: HTTP and the JSON wire form (``judge.server``),
+What it deliberately does not do: HTTP, the JSON wire form and labelled files
+(``judge.server``: it imports this package, never the other way round),
 images, generation, or parsing special tokens out of any text a caller supplies (user
 text is always tokenized as plain text).
 
@@ -54,10 +57,11 @@ Examples
 ('noul', 1.0)
 """
 
-from judge.decisions.calibration import DecisionCalibration, calibrate_decisions, question_from_wire
+from judge.decisions.calibration import DecisionCalibration, calibrate_decisions
 from judge.decisions.decider import Decider
 from judge.decisions.guard import Flag, Guard, GuardReport
 from judge.decisions.pieces import Piece, cut
+from judge.decisions.planning import RequestPlan
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
 from judge.decisions.profiles import DecisionProfile, fit_profile
 from judge.decisions.prompts import (
@@ -122,15 +126,15 @@ __all__ = [
     "CONTENT_FREE",
     "BIAS_METHODS",
     "QuestionPriors",
-    # the limits, the confidences, the prompt plan and the wire parser's door
+    # the limits, the confidences, the prompt plans
     "MAX_OPTIONS",
     "MAX_SCORE_LEVELS",
     "PROMPT_VERSION",
     "Plan",
     "Question",
+    "RequestPlan",
     "choice_confidence",
     "plan_question",
-    "question_from_wire",
     "score_confidence",
     "state_text",
 ]

@@ -15,13 +15,13 @@ package's one pair of fitters (`judge.calibration`):
 - score: one temperature for all, and, for each number of levels seen often enough, a
   per-level bias with its own temperature (`judge.calibration.fit_bias_temperature`).
 
-`calibrate_decisions` reads labelled decisions from JSON lines (`judge.io.read_jsonl`),
-parses their questions with the wire contract's parser (`judge.server.contract`, which
-needs pydantic: the ``[serve]`` extra), scores them with a `Decider` (its prompt styles
-and bias correction, no profile) and fits a profile that goes on top of them.
+`calibrate_decisions` takes labelled decisions (states, questions, labels as option
+indices; ``judge calibrate-decisions`` reads them from JSON lines with
+`judge.server.wire.read_labelled`), scores them with a `Decider` (its prompt styles and
+bias correction, no profile) and fits a profile that goes on top of them.
 
 What it deliberately does not do: score (the `Decider` does), implement an optimiser
-(`judge.calibration` does), or parse the wire form itself.
+(`judge.calibration` does), or read files and the wire form (`judge.server.wire` does).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from judge.decisions.questions import (
     score_confidence,
 )
 
-__all__ = ["DecisionCalibration", "calibrate_decisions", "question_from_wire", "read_labelled"]
+__all__ = ["DecisionCalibration", "calibrate_decisions", "labelled_rows"]
 
 _TYPES = ("choice", "noul", "score")
 
@@ -290,77 +290,37 @@ def _mean_nll(items, proba) -> float:
     return float(np.mean([-math.log(max(float(proba(z)[y]), 1e-300)) for z, y in items]))
 
 
-def _label_index(q: Question, label: Any, where: str) -> int:
-    if isinstance(q, Choice):
-        if label not in q.options:
-            raise DecisionError(f"{where}: label {label!r} is not one of the options {list(q.options)[:20]}.")
-        return q.names.index(label)
-    if isinstance(q, YesNo):
-        v = {True: 0, False: 1, "true": 0, "false": 1, "yes": 0, "no": 1}  # 1/0 hash as True/False
-        key = label.lower() if isinstance(label, str) else label
-        if key not in v:
-            raise DecisionError(f"{where}: yes/no label {label!r} is not one of true/false, yes/no, 1/0.")
-        return v[key]
-    if isinstance(label, bool) or not isinstance(label, (int, str)) or not str(label).isdigit() \
-            or not 0 <= int(label) < q.n_levels:
-        raise DecisionError(f"{where}: score label {label!r} is not a level 0..{q.n_levels - 1}.")
-    return int(label)
-
-
-def question_from_wire(q: Any, *, where: str = "question") -> Question:
-    """A `Choice`, `YesNo` or `Score` from its ``/v1/systemone`` JSON form.
-
-    A thin door to ``judge.server.contract.question_from_wire``, the one wire parser
-    (the server's pydantic models), so a question in a file is read exactly as it would
-    be over HTTP. It needs pydantic (the ``[serve]`` extra).
-
-    Parameters
-    ----------
-    q : dict
-        ``{"type": "noul" | "choice" | "score", "instructions": ..., "criteria": ...}``.
-    where : str
-        Where the question came from, prefixed to error messages.
-
-    Returns
-    -------
-    Choice, YesNo or Score
-
-    Raises
-    ------
-    DecisionError
-        The question does not follow the contract; the message says what and where.
-    ImportError
-        pydantic is not installed.
+def labelled_rows(labelled, caller: str) -> list:
+    """``labelled`` as a list of (state, questions, labels) rows; a path is refused, naming the reader to use.
 
     Examples
     --------
-    >>> question_from_wire({"type": "noul", "instructions": "Spam?", "criteria": {"true": "Ads"}})
-    YesNo(instructions='Spam?', true='Ads', false=None)
+    >>> labelled_rows([("s", {}, {})], "fit")
+    [('s', {}, {})]
+    >>> labelled_rows("labelled.jsonl", "fit")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: fit takes labelled rows...
     """
-    import importlib.util
+    import os
 
-    if importlib.util.find_spec("pydantic") is None:
-        raise ImportError(f"{where}: reading a question in its /v1/systemone JSON form needs pydantic, which comes "
-                          f"with the [serve] extra; run `pip install 'trie-judge[serve]'`.")
-    from judge.server.contract import question_from_wire as parse
+    if isinstance(labelled, (str, bytes, os.PathLike)):
+        raise TypeError(f"{caller} takes labelled rows (state, questions, labels), not the path {labelled!r}: read "
+                        f"a JSON-lines file with judge.server.wire.read_labelled (the [serve] extra), or run "
+                        f"`judge calibrate-decisions` / `judge fit-decisions` on it.")
+    return list(labelled)
 
-    return parse(q, where=where)
 
-
-def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: int = 20,
+def calibrate_decisions(labelled, decider, *, bias: bool = True, min_per_level_set: int = 20,
                         batch: int = 8) -> DecisionCalibration:
-    """Fit a `DecisionCalibration` from labelled decisions in JSON lines.
-
-    Each line is either ``{"state": ..., "question": {wire question}, "label": ...}``
-    or ``{"state": ..., "questions": {id: {wire question}}, "labels": {id: label}}``
-    (questions in the ``/v1/systemone`` form, read by `question_from_wire`, which
-    needs the ``[serve]`` extra). Labels: an option name (choice), true/false or
-    "yes"/"no" (noul), a level number (score). Questions whose label is missing or
-    null are skipped.
+    """Fit a `DecisionCalibration` from labelled decisions.
 
     Parameters
     ----------
-    path : str or os.PathLike
+    labelled : sequence of (state, dict of str to Question, dict of str to int)
+        Per state, its labelled questions and each one's label as an option index (the
+        question's own option order). ``judge calibrate-decisions`` reads them from JSON
+        lines (questions in the ``/v1/systemone`` form) with `judge.server.wire.read_labelled`.
     decider : Decider
         Its model scores the questions, with its prompt styles and its bias
         correction (the profile goes on top of them); its own profile is not used.
@@ -380,26 +340,23 @@ def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: 
 
     Raises
     ------
-    judge.io.InputError
-        A line that is not one JSON object (the message names the line).
     DecisionError
-        A line without a state, a question that breaks the contract, a label that
-        is not one of its options, or no labelled question at all.
+        No labelled question at all.
+    TypeError
+        A path instead of rows (read it with `judge.server.wire.read_labelled`).
 
     Examples
     --------
-    >>> import json, tempfile, pathlib
-    >>> from judge.decisions import Decider
+    >>> from judge.decisions import Decider, YesNo
     >>> from judge.testing import tiny_pair
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "labelled.jsonl"
-    >>> lines = [{"state": f"ticket {i}", "question": {"type": "noul", "instructions": "Refund?"},
-    ...           "label": i % 2 == 0} for i in range(6)]
-    >>> _ = path.write_text("\\n".join(json.dumps(x) for x in lines))
-    >>> cal = calibrate_decisions(path, Decider(*tiny_pair()))
+    >>> rows = [(f"ticket {i}", {"q": YesNo("Refund?")}, {"q": i % 2}) for i in range(6)]
+    >>> cal = calibrate_decisions(rows, Decider(*tiny_pair()))
     >>> cal.meta["n"], cal.temperature["noul"] > 0
     ({'noul': 6}, True)
     """
-    rows = read_labelled(path)
+    rows = labelled_rows(labelled, "calibrate_decisions")
+    if not rows:
+        raise DecisionError("calibrate_decisions got no labelled questions.")
     by_type: dict[str, list[tuple[np.ndarray, int]]] = {t: [] for t in _TYPES}
     if decider.bias == "running":  # fit on the prior these states converge to, as a server's traffic would
         for s in range(0, len(rows), batch):
@@ -413,67 +370,6 @@ def calibrate_decisions(path, decider, *, bias: bool = True, min_per_level_set: 
                 by_type[q.type].append((lp - np.logaddexp.reduce(lp), labels[qid]))
     return DecisionCalibration.from_log_probs(by_type, bias=bias, min_per_level_set=min_per_level_set,
                                               meta={"model": decider.model_name, "bias": decider.bias})
-
-
-def read_labelled(path) -> list[tuple[Any, dict, dict]]:
-    """Labelled decisions from JSON lines, checked line by line (`calibrate_decisions` gives the format).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-
-    Returns
-    -------
-    list of (state, dict of str to Question, dict of str to int)
-        Per line with at least one labelled question: its state, its labelled questions
-        and each one's label as an option index (the question's own option order).
-
-    Raises
-    ------
-    judge.io.InputError
-        A line that is not one JSON object (the message names the line).
-    DecisionError
-        A line without a state, questions or labels of the wrong shape, a question that
-        breaks the contract, a label that is not an option (each names ``path:line``),
-        or no labelled question at all.
-
-    Examples
-    --------
-    >>> import json, tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "labelled.jsonl"
-    >>> _ = path.write_text(json.dumps({"state": "hi", "question": {"type": "noul"}, "label": "no"}) + "\\n"
-    ...                     + json.dumps({"text": "no state"}))
-    >>> read_labelled(path)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    judge.decisions.questions.DecisionError: ...labelled.jsonl:2: each line needs a "state" and a "question"/"label" or "questions"/"labels"; got keys ['text'].
-    """
-    from judge.io import read_jsonl
-
-    rows: list[tuple[Any, dict, dict]] = []
-    for lineno, rec in read_jsonl(path):
-        where = f"{path}:{lineno}"
-        if "state" not in rec:
-            raise DecisionError(f"{where}: each line needs a \"state\" and a \"question\"/\"label\" or "
-                                f"\"questions\"/\"labels\"; got keys {sorted(rec)}.")
-        if "question" in rec:
-            qs, labels = {"q": rec["question"]}, {"q": rec.get("label")}
-        else:
-            qs, labels = rec.get("questions") or {}, rec.get("labels") or {}
-        if not isinstance(qs, Mapping) or not isinstance(labels, Mapping):
-            raise DecisionError(f"{where}: \"questions\" and \"labels\" must be objects keyed by question id, got "
-                                f"{type(qs).__name__} and {type(labels).__name__}.")
-        parsed = {}
-        for qid, wq in qs.items():
-            if labels.get(qid) is None:
-                continue
-            q = question_from_wire(wq, where=f"{where}: question {qid!r}")
-            parsed[qid] = (q, _label_index(q, labels[qid], f"{where}: question {qid!r}"))
-        if parsed:
-            rows.append((rec["state"], {k: v[0] for k, v in parsed.items()}, {k: v[1] for k, v in parsed.items()}))
-    if not rows:
-        raise DecisionError(f"{path} has no labelled questions; see calibrate_decisions for the line format.")
-    return rows
 
 
 def prior_in_question_order(plan, prior):

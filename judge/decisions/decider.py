@@ -21,13 +21,16 @@ earlier traffic, not on their own micro-batch). ``bias=None`` switches it off.
 call, variants of its state with pieces erased (flagged by the content scanners, or each in
 turn for questions with cautious options) and answers so that no planted piece decides.
 
-`Decider.ask_many` does the same for several states at once (the server's micro-batches),
-`Decider.count_tokens` counts a request's tokens with the scorer's own tokenizer (the
+`Decider.ask_many` does the same for several states at once (the server's micro-batches), in
+two steps that may run apart: `Decider.plan_request` plans a request, lowers it to the scorer's
+token-level items and prices it (`judge.decisions.planning.RequestPlan`: the server's admission
+does this once per request, off the scoring thread), and `Decider.answer` scores several plans in
+one call without planning or tokenizing them again. `Decider.count_tokens` is a plan's price (the
 server's budget), `Decider.describe` says how it answers (``/v1/models``).
 
-What it deliberately does not do: tokenize (the scorer does), build prompts
-(`judge.decisions.prompts`), fit calibration (`judge.decisions.calibration`), or speak
-HTTP (`judge.server`).
+What it deliberately does not do: tokenize (the scorer does, through
+`judge.decisions.planning`), build prompts (`judge.decisions.prompts`), fit calibration
+(`judge.decisions.calibration`), or speak HTTP or the JSON wire form (`judge.server`).
 """
 
 from __future__ import annotations
@@ -46,16 +49,11 @@ from judge.decisions.calibration import (
     option_scores,
     prior_in_question_order,
 )
-from judge.decisions.guard import Guard, combine, resolve_guard, state_variants, variant_cost
+from judge.decisions.guard import Guard, combine, resolve_guard
+from judge.decisions.planning import RequestPlan, plan_one, plan_request, score_plans
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
 from judge.decisions.profiles import DecisionProfile
-from judge.decisions.prompts import (
-    CONTENT_FREE,
-    PROMPT_VERSION,
-    Plan,
-    plan_question,
-    state_text,
-)
+from judge.decisions.prompts import CONTENT_FREE, PROMPT_VERSION, Plan, state_text
 from judge.decisions.questions import (
     Answer,
     Choice,
@@ -66,7 +64,7 @@ from judge.decisions.questions import (
     check_questions,
 )
 from judge.decisions.setup import build_scorer, model_name_of, resolve_styles
-from judge.engine.protocol import Closing, option_context
+from judge.engine.protocol import Closing
 
 __all__ = ["Decider"]
 
@@ -344,48 +342,43 @@ class Decider(Closing):
         """
         if not isinstance(question, (Choice, YesNo, Score)):
             raise DecisionError(f"A question must be a Choice, YesNo or Score, got {type(question).__name__}.")
-        return self._plan(state_text(state), question, self.styles_)
+        return plan_one(self.scorer_, self.tokenizer_, state_text(state), question, self.styles_[question.type])
 
-    def _plan(self, st, q: Question, styles: dict, untrusted: bool = False) -> Plan:
-        p = plan_question(self.tokenizer_, st, q, styles[q.type], untrusted=untrusted)
-        if isinstance(q, YesNo):  # spellings this tokenizer writes with the same tokens are scored once
-            tail = option_context(p.question)
-            seen, drop = set(), []
-            for j, ids in enumerate(self.scorer_.option_ids(tail, list(p.surfaces), what="Answer spelling")):
-                if tuple(ids) in seen:
-                    drop.append(j)
-                seen.add(tuple(ids))
-            p = p.without(drop) if drop else p
-        return p
-
-    def count_tokens(self, state: Any, questions: Mapping[str, Question], *, guard=None) -> dict:
-        """Tokens a request feeds the model, counted with the scorer's own tokenizer.
+    def plan_request(self, state: Any, questions: Mapping[str, Question], *, guard=None) -> RequestPlan:
+        """Plan one request: its prompts, lowered to the token-level items `answer` scores, and their price.
 
         Parameters
         ----------
         state : str, dict or list
         questions : mapping of str to Choice, YesNo or Score
         guard : Guard, bool or None
-            As for `ask` (None: the decider's ``guard``). A guarded question also feeds
-            each erased variant of the state from its first erased character on, and
-            its own prompt once per variant: ``"guard"`` counts them (an upper bound:
-            variants that questions share are counted for each).
+            As for `ask` (None: the decider's ``guard``).
 
         Returns
         -------
-        dict
-            ``{"state": int, "questions": {id: int}, "total": int}``: the template and
-            the state (shared by every question), each question's own prompt text plus
-            its scored strings' tokens, and their sum (a new question shape's one-time
-            content-free queries are not counted); with a guard also ``"guard": {id: int}``,
-            the tokens its variants add, included in ``"total"``.
+        judge.decisions.planning.RequestPlan
+            Raises DecisionError (a bad state, question or guard) or judge.LabelError (an option
+            the tokenizer cannot spell).
 
-        Raises
-        ------
-        DecisionError
-            A bad state or question.
-        judge.LabelError
-            An option the tokenizer cannot spell as plain text.
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> d, q = Decider(*tiny_pair()), {"a": YesNo("Refund?")}
+        >>> d.answer([d.plan_request("I was charged twice", q)]) == [Decider(*tiny_pair()).ask("I was charged twice", q)]
+        True
+        """
+        check_questions(questions)
+        return plan_request(self.scorer_, self.tokenizer_, self.styles_, state, questions,
+                            self.guard_of((state, questions, guard)))
+
+    def count_tokens(self, state: Any, questions: Mapping[str, Question], *, guard=None) -> dict:
+        """Tokens a request feeds the model: the price of its plan (`plan_request`; `RequestPlan.price`).
+
+        ``{"state": int, "questions": {id: int}, "total": int}``: the template and the state (shared
+        by every question), each question's own tokens (its prompt's tokens past the state's, plus
+        its options' tokens as the scorer scores them) and their sum (a new shape's one-time
+        content-free queries not counted); guarded (``guard`` as for `ask`), also ``"guard": {id:
+        int}``, an upper bound on what its erased variants add, included in ``"total"``.
 
         Examples
         --------
@@ -394,22 +387,7 @@ class Decider(Closing):
         >>> n["total"] == n["state"] + n["questions"]["a"], n["state"] > 0
         (True, True)
         """
-        check_questions(questions)
-        styles, st = self.styles_, state_text(state)
-        scorer = self.scorer_
-        g = self.guard_of((state, questions, guard))
-        plans = {qid: self._plan(st, q, styles, untrusted=bool(g and g.framing)) for qid, q in questions.items()}
-        n_state = len(scorer.encode(next(iter(plans.values())).head))
-        per = {}
-        for qid, p in plans.items():
-            after_user = "".join(t for t, _ in p.pieces[max((i for i, (_, u) in enumerate(p.pieces) if u), default=-1) + 1:])
-            options = scorer.option_ids(after_user, list(p.surfaces), what="Option")
-            per[qid] = len(scorer.encode(p.question)) + sum(len(x) for x in options)
-        out = {"state": n_state, "questions": per, "total": n_state + sum(per.values())}
-        if g is not None:
-            out["guard"] = variant_cost(st, state_variants(state, questions, g, self.tokenizer_)[1], per, scorer.encode)
-            out["total"] += sum(out["guard"].values())
-        return out
+        return self.plan_request(state, questions, guard=guard).price()
 
     def guard_of(self, call) -> Guard | None:
         """The guard a call runs under: its own third element, else the decider's ``guard``; None when off.
@@ -421,66 +399,61 @@ class Decider(Closing):
         """
         return resolve_guard(call[2] if len(call) > 2 and call[2] is not None else self.guard)
 
-    def _score(self, calls, update: bool) -> tuple[list[dict[str, list]], list]:
-        """Per call and question, per variant of its state (one when unguarded): (per-surface log-probs, log prior
-        or None, plan, prior's source); and per call its guard plan (or None). One score() call.
+    def _template_root(self, pieces) -> list:
+        """Token ids of a prompt's template text before the state (cached: the same for every request)."""
+        text = "".join(t for t, _ in pieces)
+        cache = self.__dict__.setdefault("_roots", {})
+        if text not in cache:
+            if len(cache) > 64:
+                cache.clear()
+            cache[text] = self.scorer_.encode(pieces)
+        return list(cache[text])
+
+    def _score(self, plans: Sequence[RequestPlan], update: bool) -> list[dict[str, list]]:
+        """Per plan and question, per variant of its state (one when unguarded): (per-surface log-probs, log prior
+        or None, plan, prior's source). One score() call.
 
         ``update``: count the answered distributions into the running priors (answers do; log_probs do not).
         """
         from judge.calibration import contextual_bias
-        from judge.engine import Query
 
-        styles = self.styles_
-        queries, plans, keys, gplans = [], [], [], []
-        for ci, call in enumerate(calls):
-            state, questions = call[0], call[1]
-            check_questions(questions)
-            guard = self.guard_of(call)
-            gplan, variants = state_variants(state, questions, guard, self.tokenizer_)
-            gplans.append(gplan)
-            for qid, q in questions.items():
-                for vi, st in enumerate(variants[qid]):
-                    p = self._plan(st, q, styles, untrusted=bool(guard and guard.framing))
-                    plans.append(p)
-                    keys.append((ci, qid, vi))
-                    queries.append(Query(pieces=p.pieces, options=p.surfaces))
-        out: list[dict] = [{} for _ in calls]
-        if not queries:
+        keys = [(ci, qid, vi) for ci, rp in enumerate(plans) for qid, vi, _ in rp.entries]
+        asked = [p for rp in plans for _, _, p in rp.entries]
+        out: list[dict] = [{} for _ in plans]
+        if not asked:
             self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
-            return out, gplans
-        n_asked = len(queries)
+            return out
+        n_asked = len(asked)
         todo: dict[tuple, int] = {}  # new shapes: where their content-free queries start
+        extra: list[Plan] = []
         priors = self.priors_
         if priors is not None:
-            for (ci, qid, _), p in zip(keys, plans):
+            for (ci, qid, _), p in zip(keys, asked):
                 if p.shape not in todo and priors.needs_content_free(p.shape):
-                    q = calls[ci][1][qid]
-                    todo[p.shape] = len(queries)
-                    guard = self.guard_of(calls[ci])
-                    for cf in CONTENT_FREE:
-                        c = self._plan(cf, q, styles, untrusted=bool(guard and guard.framing))
-                        queries.append(Query(pieces=c.pieces, options=c.surfaces))
-        scorer = self.scorer_
+                    q, g = plans[ci].questions[qid], plans[ci].guard
+                    todo[p.shape] = n_asked + len(extra)
+                    extra += [plan_one(self.scorer_, self.tokenizer_, cf, q, self.styles_[q.type],
+                                       untrusted=bool(g and g.framing)) for cf in CONTENT_FREE]
         # A lone query: its template text before the state (the same for every request) is the
         # scorer's cached root, computed once per scorer. Several queries share their common
         # prefix anyway (the engine keeps the questions of one state in one forest row).
-        root = scorer.encode(plans[0].pieces[:1]) if len(queries) == 1 else None
-        scores = [np.asarray(s, dtype=np.float64) for s in scorer.score(queries, root=root)]
-        usage = scorer.last_usage_ or {}
+        root = self._template_root(asked[0].pieces[:1]) if n_asked + len(extra) == 1 else None
+        scores = [np.asarray(s, dtype=np.float64) for s in score_plans(self.scorer_, plans, extra, root=root)]
+        usage = self.scorer_.last_usage_ or {}
         self.last_usage_ = {"input_tokens": int(usage.get("input_tokens", 0)), "output_tokens": 0}
         for shape, at in todo.items():
-            plan = plans[next(i for i, p in enumerate(plans) if p.shape == shape)]
+            plan = asked[next(i for i, p in enumerate(asked) if p.shape == shape)]
             rows = np.stack([plan.per_option(scores[at + j]) for j in range(len(CONTENT_FREE))])
             priors.set_content_free(shape, contextual_bias(rows)[list(plan.canonical)])
         # every answer of this call uses the priors as they stood before it; then the call is counted
         got = [(prior_in_question_order(p, priors.prior(p.shape)), priors.source(p.shape)) if priors is not None
-               else (None, None) for p in plans]
-        for (ci, qid, _), p, s, (b, src) in zip(keys, plans, scores[:n_asked], got):
+               else (None, None) for p in asked]
+        for (ci, qid, _), p, s, (b, src) in zip(keys, asked, scores[:n_asked], got):
             out[ci].setdefault(qid, []).append((s, b, p, src))
         if update and priors is not None:  # the states as given (a guard's variants are not traffic)
-            priors.observe([(p.shape, state_text(calls[ci][0]), p.per_option(s)[list(p.canonical)])
-                            for (ci, _, vi), p, s in zip(keys, plans, scores[:n_asked]) if vi == 0])
-        return out, gplans
+            priors.observe([(p.shape, plans[ci].text, p.per_option(s)[list(p.canonical)])
+                            for (ci, _, vi), p, s in zip(keys, asked, scores[:n_asked]) if vi == 0])
+        return out
 
     def log_probs(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> list[dict[str, np.ndarray]]:
         """Log-probabilities of every question's options, bias-corrected, in one scoring call.
@@ -505,9 +478,9 @@ class Decider(Closing):
         >>> lp[0]["q"].shape, bool((lp[0]["q"] < 0).all())
         ((3,), True)
         """
-        calls = [(c[0], c[1], False) for c in calls]
+        plans = [self.plan_request(c[0], c[1], guard=False) for c in calls]
         return [{qid: option_scores(s, b, p) for qid, [(s, b, p, _)] in scored.items()}
-                for scored in self._score(calls, update=False)[0]]
+                for scored in self._score(plans, update=False)]
 
     def observe(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> None:
         """Count states into the running bias priors without answering (one scoring call).
@@ -530,7 +503,7 @@ class Decider(Closing):
         'running'
         """
         if self.bias == "running":
-            self._score([(c[0], c[1], False) for c in calls], update=True)
+            self._score([self.plan_request(c[0], c[1], guard=False) for c in calls], update=True)
 
     def ask_many(self, calls: Sequence[tuple]) -> list[dict[str, Answer]]:
         """`ask` for several (state, questions) pairs in one scoring call (the server's micro-batches).
@@ -553,18 +526,41 @@ class Decider(Closing):
         >>> len(out), sorted(out[0])
         (2, ['q'])
         """
-        scored, gplans = self._score(calls, update=True)
+        return self.answer([self.plan_request(c[0], c[1], guard=c[2] if len(c) > 2 else None) for c in calls])
+
+    def answer(self, plans: Sequence[RequestPlan]) -> list[dict[str, Answer]]:
+        """Answer planned requests (`plan_request`) in one scoring call, without planning them again.
+
+        Parameters
+        ----------
+        plans : sequence of judge.decisions.planning.RequestPlan
+            Made by this decider (its scorer's tokens, its styles).
+
+        Returns
+        -------
+        list of dict of str to Answer
+            One dict per plan, keyed like its questions; what `ask_many` returns for the same calls.
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> d = Decider(*tiny_pair())
+        >>> [sorted(a) for a in d.answer([d.plan_request("a cat", {"q": YesNo("Animal?")})])]
+        [['q']]
+        """
+        plans = list(plans)
+        scored = self._score(plans, update=True)
         cal, prof = self.calibration_, self.profile_
-        fitted = {} if prof is None else prof.fitted(self, calls, scored)
+        fitted = {} if prof is None else prof.fitted(self, [(rp.state, rp.questions) for rp in plans], scored)
         out = []
-        for i, call in enumerate(calls):
+        for i, rp in enumerate(plans):
             answers = {}
-            for qid, q in call[1].items():
+            for qid, q in rp.questions.items():
                 got = [make_answer(q, *v, cal, fitted.get((i, qid, vi))) for vi, v in enumerate(scored[i][qid])]
-                if gplans[i] is None:
+                if rp.call_plan is None:
                     answers[qid] = got[0]
                 else:
-                    j, report = combine(qid, q, got, gplans[i], self.guard_of(call))
+                    j, report = combine(qid, q, got, rp.call_plan, rp.guard)
                     answers[qid] = dataclasses.replace(got[j], guard=report)
             out.append(answers)
         return out

@@ -7,8 +7,8 @@ scores (the `Decider`'s bias-corrected log-probabilities) as its offset, the L2 
 cross-validation (`judge.adaptation.fit_head` and `judge.adaptation.states_of_prompts`, reused).
 With no labelled examples a question is answered zero-shot, as before.
 
-* `fit_profile` reads labelled JSON lines (the shape `judge calibrate-decisions` reads:
-  `judge.decisions.calibration.read_labelled`) or takes rows, and returns a `DecisionProfile`;
+* `fit_profile` takes labelled rows (``judge fit-decisions`` reads them from JSON lines with
+  `judge.server.wire.read_labelled`) and returns a `DecisionProfile`;
 * `DecisionProfile` holds one `judge.adaptation.LinearHead` per question shape; ``save`` /
   ``load`` write one JSON file; ``log_probs`` answers a scored question from its head;
 * a `Decider` given ``profile=`` answers every question it has a head for from that head
@@ -277,10 +277,10 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
 
     Parameters
     ----------
-    labelled : str, os.PathLike, or sequence of (state, dict of str to Question, dict of str to int)
-        JSON lines in the shape `judge calibrate-decisions` reads
-        (`judge.decisions.calibration.read_labelled`), or its rows (labels as option indices
-        in each question's own order).
+    labelled : sequence of (state, dict of str to Question, dict of str to int)
+        Labelled states: per state, its questions and each one's label as an option index (the
+        question's own order); ``judge fit-decisions`` reads them from JSON lines with
+        `judge.server.wire.read_labelled`.
     decider : judge.decisions.Decider
         Its model, prompts and bias correction give the states and the zero-shot offset (its
         own profile and calibration are not used).
@@ -306,8 +306,10 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
     Raises
     ------
     DecisionError
-        A line of the wrong shape (its number named, see ``read_labelled``), or no question
-        shape with at least 2 labelled states (shapes with one are left zero-shot, with a warning).
+        No question shape with at least 2 labelled states (shapes with one are left zero-shot,
+        with a warning).
+    TypeError
+        A path instead of rows.
 
     Examples
     --------
@@ -320,11 +322,12 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
     """
     from judge.adaptation import fit_head_choosing
     from judge.adaptation.fit import parse_features
-    from judge.decisions.calibration import read_labelled
+    from judge.decisions.calibration import labelled_rows
     from judge.decisions.prompts import PROMPT_VERSION
 
     cands = list(AUTO_FEATURES if features == "auto" else ("hidden+scores",) if features == "hidden"
                  else (features,) if isinstance(features, str) else features)
+
     def reads_state_with_offset(c) -> bool:
         try:
             bl, of = parse_features(c)
@@ -335,7 +338,9 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
     if not cands or not all(reads_state_with_offset(c) for c in cands):
         raise DecisionError(f"fit_profile features must be 'hidden', 'auto' or feature sets that read the hidden "
                             f"state with the zero-shot scores as offset (e.g. 'hidden+embed+scores'); got {features!r}.")
-    rows = read_labelled(labelled) if isinstance(labelled, (str, os.PathLike)) else list(labelled)
+    rows = labelled_rows(labelled, "fit_profile")
+    if not rows:
+        raise DecisionError("fit_profile got no labelled states.")
     per: dict[str, dict] = {}
     for s in range(0, len(rows), batch):
         part = rows[s:s + batch]

@@ -14,8 +14,8 @@ Python     contract type   options the model may write
 
 Here: the frozen question dataclasses (validated when built, with errors that say what
 was wrong and how to fix it), `render_value` (the one way a state, instructions or a
-description becomes text), `Answer` (one question's probabilities, in the contract's
-wire form on request) and the reference confidences:
+description becomes text), `Answer` (one question's probabilities; the server writes its
+wire form, `judge.server.wire.answer_to_wire`) and the reference confidences:
 
 - choice: ``(max p - 1/n) / (1 - 1/n)``
 - score: ``max(0, 1 - sum_i p_i |i - mode| / D)`` with ``D = (1/n) sum_i |i - (n-1)/2|``
@@ -389,8 +389,8 @@ class Answer:
     Examples
     --------
     >>> a = Answer("noul", {"true": 0.8, "false": 0.2}, noul=0.8)
-    >>> a.to_wire()
-    {'type': 'noul', 'noul': 0.8}
+    >>> a.noul, a.calibrated
+    (0.8, False)
     """
 
     type: str
@@ -408,42 +408,3 @@ class Answer:
     spellings: dict | None = None
     guard: Any = None
     fitted: bool = False
-
-    def to_wire(self, *, extensions: bool = False) -> dict:
-        """The answer as the ``/v1/systemone`` contract writes it.
-
-        Parameters
-        ----------
-        extensions : bool
-            Add the ``x_option_mass``, ``x_calibrated``, ``x_path``, ``x_bias`` and
-            ``x_scored`` fields, and for yes/no ``x_yes_spellings`` and ``x_no_spellings``.
-
-        Returns
-        -------
-        dict
-
-        Examples
-        --------
-        >>> a = Answer("choice", {"a": 0.75, "b": 0.25}, choice="a", confidence=0.5)
-        >>> a.to_wire(extensions=True)
-        {'type': 'choice', 'choice': 'a', 'probabilities': {'a': 0.75, 'b': 0.25}, 'confidence': 0.5, 'x_option_mass': 1.0, 'x_calibrated': False, 'x_path': 'listed', 'x_bias': None, 'x_scored': 'names'}
-        >>> Answer("noul", {"true": 0.8, "false": 0.2}, noul=0.8, spellings={"true": [" Yes"], "false": [" No"]}
-        ...        ).to_wire(extensions=True)["x_yes_spellings"]
-        [' Yes']
-        """
-        if self.type == "noul":
-            out = {"type": "noul", "noul": float(self.noul)}
-        elif self.type == "choice":
-            out = {"type": "choice", "choice": self.choice, "probabilities": dict(self.probabilities),
-                   "confidence": float(self.confidence)}
-        else:
-            out = {"type": "score", "score": float(self.score), "legend": dict(self.legend),
-                   "probabilities": dict(self.probabilities), "confidence": float(self.confidence)}
-        if extensions:
-            out.update(x_option_mass=float(self.option_mass), x_calibrated=self.calibrated, x_path=self.path,
-                       x_bias=self.bias, x_scored=self.scored)
-            if self.fitted:
-                out["x_fitted"] = True
-            if self.spellings is not None:
-                out.update(x_yes_spellings=list(self.spellings["true"]), x_no_spellings=list(self.spellings["false"]))
-        return out

@@ -4,7 +4,8 @@ In the order data flows:
 
 * :mod:`~judge.engine.protocol` — :class:`Query` (text), :class:`Item` (tokens) and the
   :class:`Scorer` protocol every backend answers (this engine, the independent reference
-  :class:`judge.testing.Reference`, other backends).
+  :class:`judge.testing.Reference`, other backends); :func:`lower_queries`, the one lowering
+  of text to tokens (a :class:`Lowering` scorer scores exactly what it returns).
 * :mod:`~judge.engine.options` — :class:`OptionTrie`: a label set's token sequences as a trie.
 * :mod:`~judge.engine.forest` — rows of one forward pass over a prompt forest.
 * :mod:`~judge.engine.masks` — the attention mask the model really applies, per layer type.
@@ -27,8 +28,21 @@ from judge.engine.engine import Engine, EngineCheckWarning
 from judge.engine.forest import Forest, Slot, ancestors, row_mask
 from judge.engine.masks import mask_plan, native_gqa
 from judge.engine.options import OptionTrie
-from judge.engine.protocol import OPTION_CONTEXT_CHARS, Closing, Item, Query, Scorer, option_context
+from judge.engine.protocol import (
+    OPTION_CONTEXT_CHARS,
+    Closing,
+    Item,
+    Lowering,
+    Query,
+    Scorer,
+    default_root,
+    lower_queries,
+    lowers,
+    option_context,
+    row_key,
+)
 from judge.engine.search import SearchResult
 
-__all__ = ["OPTION_CONTEXT_CHARS", "Closing", "Engine", "EngineCheckWarning", "Forest", "Item", "OptionTrie", "Query", "Scorer", "SearchResult", "Slot",
-           "ancestors", "left_pad", "mask_plan", "native_gqa", "option_context", "row_mask"]
+__all__ = ["OPTION_CONTEXT_CHARS", "Closing", "Engine", "EngineCheckWarning", "Forest", "Item", "Lowering", "OptionTrie",
+           "Query", "Scorer", "SearchResult", "Slot", "ancestors", "default_root", "left_pad", "lower_queries",
+           "lowers", "mask_plan", "native_gqa", "option_context", "row_key", "row_mask"]

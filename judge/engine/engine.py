@@ -47,7 +47,7 @@ from judge._math import cache_keyword
 from judge.engine.fallback import score_fallback
 from judge.engine.masks import mask_plan
 from judge.engine.passes import default_max_logits, model_context, plan_passes, tree_pass
-from judge.engine.protocol import Closing, Item, option_context
+from judge.engine.protocol import Closing, Item, default_root, lower_queries
 
 __all__ = ["Engine", "EngineCheckWarning"]
 
@@ -407,20 +407,15 @@ class Engine(Closing):
         (2,)
         """
         self.setup()
-        queries = list(queries)
-        ids = [self.encode(q.pieces) for q in queries]
-        items = []
-        groups: dict[tuple, int] = {}
-        for q, x in zip(queries, ids):
-            ctx = option_context(q.pieces)
-            # queries about the same state (their first user piece) share one row: the state is fed once
-            g = groups.setdefault(next((t for t, u in q.pieces if u), None), len(groups))
-            items.append(Item(x, self.option_ids(ctx, q.options), first_only=first_token, group=g))
+        items = self.lower(queries, first_token=first_token)
         if root is None:
-            root = _common_prefix(ids) if len(ids) > 1 else []
-            if len(root) < 16:
-                root = []
+            root = default_root([it.ids for it in items])
         return self.score_items(items, root=root, batch_size=batch_size)
+
+    def lower(self, queries, *, first_token=False) -> list[Item]:
+        """The token-level items :meth:`score` scores (:func:`judge.engine.protocol.lower_queries`)."""
+        self.setup()
+        return lower_queries(self, queries, first_token=first_token)
 
     def score_items(self, items, *, root=(), batch_size=8, progress=None, pack=1) -> list[np.ndarray]:
         """Score token-level items (prompt ids + option token sequences); see :meth:`score`.
@@ -590,11 +585,3 @@ class Engine(Closing):
         self.last_usage_ = {"input_tokens": int(fed)}
         return out
 
-
-def _common_prefix(seqs) -> list[int]:
-    first = seqs[0]
-    n = min(len(s) for s in seqs)
-    i = 0
-    while i < n and all(s[i] == first[i] for s in seqs):
-        i += 1
-    return list(first[:i])

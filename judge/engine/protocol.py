@@ -19,7 +19,8 @@ check with ``isinstance`` before they use it (and refuse clearly when it is miss
 object in this process), :class:`TokenVocabulary` (the tokens' bytes and end tokens),
 :class:`TreeSearch` (the certified search),
 :class:`Training` (differentiable scores), :class:`MemoryBounded` (the most memory a call can
-take). No code outside :mod:`judge.engine` uses a scorer's member that the protocol or a
+take), :class:`Lowering` (its ``score`` is ``score_items`` of :func:`lower_queries`). No code
+outside :mod:`judge.engine` uses a scorer's member that the protocol or a
 capability does not declare (tests/test_layout.py checks it).
 
 What it deliberately does not do: implement anything (see :mod:`judge.engine.engine`).
@@ -30,8 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Query", "Item", "Scorer", "Closing", "OPTION_CONTEXT_CHARS", "option_context",
-           "RootCaching", "LocalModel", "TokenVocabulary", "TreeSearch", "Training", "MemoryBounded", "CAPABILITIES"]
+__all__ = ["Query", "Item", "Scorer", "Lowering", "lowers", "Closing", "OPTION_CONTEXT_CHARS", "option_context", "row_key",
+           "lower_queries", "default_root", "RootCaching", "LocalModel", "TokenVocabulary", "TreeSearch", "Training",
+           "MemoryBounded", "CAPABILITIES"]
 
 
 #: How much of a prompt's end an option is tokenized after: an option's tokens can depend on what
@@ -118,6 +120,67 @@ class Item:
     group: int = 0
 
 
+def row_key(pieces):
+    """What queries of one call share a forward-pass row by: their first user piece (a text, a state), or None.
+
+    Examples
+    --------
+    >>> row_key([("Ticket: ", False), ("my card is late", True), (" Answer:", False)])
+    'my card is late'
+    """
+    return next((t for t, u in pieces if u), None)
+
+
+def lower_queries(scorer, queries, *, first_token: bool = False, keys=None) -> list:
+    """The token-level :class:`Item` s of ``queries``: the one lowering of text to tokens.
+
+    Each prompt is tokenized whole (``scorer.encode``), each option after the prompt's
+    :func:`option_context` (``scorer.option_ids``); queries with the same :func:`row_key`
+    get the same ``group`` (numbered in order of first appearance), so the questions of one
+    state share a row. A scorer that scores this way declares it (:class:`Lowering`), and
+    callers that tokenize ahead of scoring (the server's admission) call this.
+
+    Parameters
+    ----------
+    scorer : Scorer
+    queries : sequence of Query
+    first_token : bool
+    keys : sequence, optional
+        The row keys to group by (default: each query's :func:`row_key`).
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import tiny_pair
+    >>> qs = [Query((("Q: ", False), ("sky", True), (" A:", False)), (" blue", " red")),
+    ...       Query((("Q: ", False), ("sky", True), (" B:", False)), (" no",))]
+    >>> [(len(it.options), it.group) for it in lower_queries(Engine(*tiny_pair()), qs)]
+    [(2, 0), (1, 0)]
+    """
+    queries = list(queries)
+    groups: dict = {}
+    keys = [row_key(q.pieces) for q in queries] if keys is None else list(keys)
+    return [Item(scorer.encode(q.pieces), scorer.option_ids(option_context(q.pieces), q.options),
+                 first_only=first_token, group=groups.setdefault(k, len(groups))) for q, k in zip(queries, keys)]
+
+
+def default_root(ids, *, min_tokens: int = 16) -> list:
+    """The root a scoring call caches by default: the prompts' common token prefix (several prompts, >= 16 tokens).
+
+    Examples
+    --------
+    >>> default_root([[1, 2, 3], [1, 2, 4]], min_tokens=2), default_root([[1, 2, 3]])
+    ([1, 2], [])
+    """
+    ids = list(ids)
+    if len(ids) < 2:
+        return []
+    first, n, i = ids[0], min(len(s) for s in ids), 0
+    while i < n and all(s[i] == first[i] for s in ids):
+        i += 1
+    return list(first[:i]) if i >= min_tokens else []
+
+
 @runtime_checkable
 class Scorer(Protocol):
     """The scoring interface: ``log P(option | prompt)`` for every option of every query.
@@ -161,6 +224,44 @@ class Scorer(Protocol):
 
         Idempotent; a later call sets the scorer up again. Every scorer is also a context manager
         (:class:`Closing`): ``with Engine(...) as scorer:`` closes it at the end of the block."""
+
+
+@runtime_checkable
+class Lowering(Protocol):
+    """A scorer whose :meth:`Scorer.score` is :meth:`Scorer.score_items` of :func:`lower_queries`.
+
+    For such a scorer a caller may tokenize ahead of scoring (the server prices a request
+    on the very items its batcher scores): ``score_items(lower_queries(scorer, queries),
+    root=...)`` returns what ``score(queries, root=...)`` does, bit for bit.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import Reference, tiny_pair
+    >>> isinstance(Engine(), Lowering), isinstance(Reference(*tiny_pair()), Lowering)
+    (True, False)
+    """
+
+    def lower(self, queries, *, first_token: bool = False) -> list:
+        """:func:`lower_queries` of ``queries`` with this scorer."""
+
+
+def lowers(scorer) -> bool:
+    """Whether ``scorer``'s class declares :class:`Lowering` (a ``lower`` method of its own).
+
+    Asked of the class, not the instance: a wrapper that forwards unknown attributes to a
+    scorer but defines its own ``score`` (a spy, a cache) is not a lowering scorer.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> class Wrapper:
+    ...     def __init__(self, inner): self.inner = inner
+    ...     def __getattr__(self, name): return getattr(self.inner, name)
+    >>> lowers(Engine()), lowers(Wrapper(Engine()))
+    (True, False)
+    """
+    return callable(getattr(type(scorer), "lower", None))
 
 
 class Closing:
@@ -303,4 +404,4 @@ class MemoryBounded(Protocol):
 
 
 #: Every capability a scorer may have beside the :class:`Scorer` protocol.
-CAPABILITIES = (RootCaching, LocalModel, TokenVocabulary, TreeSearch, Training, MemoryBounded)
+CAPABILITIES = (Lowering, RootCaching, LocalModel, TokenVocabulary, TreeSearch, Training, MemoryBounded)

@@ -1,16 +1,18 @@
 """The System One (``/v1/systemone``) and Decisions (``/v1/decisions``) HTTP API.
 
 An integration at the edge (FastAPI + uvicorn, the ``[serve]`` extra): it
-imports `judge.decisions` and never the other way round (the one exception:
-`judge.decisions.calibrate_decisions` reads wire-form questions in files with
-`contract.question_from_wire`, importing it on use).
+imports `judge.decisions` and never the other way round (tests/test_layout.py checks it).
 
 - `app.create_app` builds the ASGI app around a `judge.decisions.Decider`;
 - `contract` holds the pydantic models of both wire contracts and the one mapping
   onto `judge.decisions` questions;
-- `admission.Admission` parses, validates, limits and prices each request in threads
-  apart from the scoring thread (413/422 before anything is queued) and cuts it into jobs;
-- `batching.MicroBatcher` merges concurrent jobs into scoring calls sized by tokens,
+- `wire` writes answers in the wire form (`wire.answer_to_wire`) and reads labelled
+  decisions in files (`wire.read_labelled`: ``judge calibrate-decisions``, ``judge fit-decisions``);
+- `admission.Admission` parses, validates, limits, plans and prices each request in threads
+  apart from the scoring thread (413/422 before anything is queued) and cuts its plan into
+  jobs (`judge.decisions.Decider.plan_request`: each question planned and tokenized once);
+- `batching.MicroBatcher` merges concurrent jobs into scoring calls sized by tokens
+  (`judge.decisions.Decider.answer` of their plans),
   serving requests in turn, with a bounded wait and a bounded queue (429 when full);
 - `errors` writes the contract's error bodies.
 

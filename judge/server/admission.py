@@ -10,20 +10,26 @@ raises the error the caller gets, in this order, cheapest first:
 4. long texts (a state, instructions, descriptions over 16k characters) counted in pieces,
    so a hostile 4 MB string is refused after a bounded amount of tokenizing, never
    holding the interpreter for seconds;
-5. the exact price with the scorer's own tokenizer (`Decider.count_tokens`), question
-   chunk by chunk, stopping as soon as a budget is exceeded: the state plus the longest
-   question (``max_state_tokens``), the request (``max_request_tokens``), and the model's
-   context (a question's deepest token: state, question and its longest option, at most
+5. the plan (`Decider.plan_request`: every question's prompt, lowered to the token-level items
+   the engine scores) and its exact price, counted on those items, question chunk by chunk,
+   stopping as soon as a budget is exceeded: the state plus the longest question
+   (``max_state_tokens``), the request (``max_request_tokens``), and the model's context (a
+   question's deepest token: its prompt and its longest option, at most
    ``max_position_embeddings`` and the engine's ``max_batch_tokens``) -> 413.
 
 A guarded request (``"x_guard": true``, a question's ``x_cautious``, or ``judge serve --guard``)
-is priced with its erased variants (`Decider.count_tokens` with the guard): they multiply the
-tokens fed, so they count against ``max_request_tokens`` and size its jobs.
+is priced with its erased variants (`judge.decisions.RequestPlan.guard_tokens`): they multiply
+the tokens fed, so they count against ``max_request_tokens`` and size its jobs.
 
 An admitted request is cut into *jobs* (`Admitted.jobs`: consecutive questions of at most
 ``max_job_tokens`` tokens each), which the `MicroBatcher` serves in turn with other requests.
 Every question is scored alone (its prompt holds only the state and itself), so the cut never
-changes an answer beyond float rounding.
+changes an answer beyond float rounding. Each job carries its plan (`Admitted.work`), cut from
+the request's: the batcher scores it as it is (`Decider.answer`), so a question is planned and
+tokenized once per request. A guard's variants depend on every question planned with it, so a
+guarded request is planned whole when it is one job and at most 16 questions (its pricing
+chunk); otherwise each of its jobs is planned again, here, for its own questions (as a guarded
+`Decider.ask` of those questions would).
 
 What it deliberately does not do: score, queue, or write responses.
 """
@@ -42,8 +48,8 @@ from pydantic import ValidationError
 
 from judge._errors import LabelError
 from judge.decisions import Choice, DecisionError, Guard, Score, YesNo, render_value
+from judge.decisions.planning import join_plans
 from judge.decisions.prompts import state_text
-from judge.engine import option_context
 from judge.engine.passes import model_context
 from judge.server.contract import (
     ChoiceQ,
@@ -90,6 +96,9 @@ class Admitted:
         ``n_state + sum(tokens.values())`` (the response's ``usage.input_tokens``).
     guard : judge.decisions.Guard or None
         The request's guard (None: unguarded).
+    work : tuple of (judge.decisions.RequestPlan, int, int)
+        Its jobs as the batcher takes them: each job's plan, questions and tokens (filled by
+        `Admission.price`; empty for an `Admitted` built by hand).
 
     Examples
     --------
@@ -104,6 +113,7 @@ class Admitted:
     tokens: dict
     total: int
     guard: Any = None
+    work: tuple = ()
 
     def jobs(self, *, max_tokens: int, max_questions: int) -> list[tuple[tuple, int, int]]:
         """Consecutive questions cut into ``((state, questions, guard), n_questions, tokens)`` jobs.
@@ -336,20 +346,20 @@ class Admission:
                                 "shorten its instructions or descriptions")
             ids = list(questions)
             tokens: dict[str, int] = {}
-            n_state, total, longest = 0, 0, 0
+            chunks, total, longest = [], 0, 0
             for s in range(0, len(ids), _PRICE_CHUNK):
                 chunk = {qid: questions[qid] for qid in ids[s:s + _PRICE_CHUNK]}
                 g = None if guard is None else dataclasses.replace(
                     guard, cautious={k: v for k, v in guard.cautious.items() if k in chunk})
-                n = d.count_tokens(state, chunk, guard=g if g is not None else False)
-                n_state = n["state"]
-                tokens.update({k: v + n.get("guard", {}).get(k, 0) for k, v in n["questions"].items()})
-                total = n_state + sum(tokens.values())
-                longest = max(longest, *n["questions"].values())
-                if n_state + longest > self.max_state_tokens:
-                    raise ApiError(413, f"the state plus the longest question is {n_state + longest} tokens, over the "
-                                        f"{self.max_state_tokens}-token budget (max_state_tokens); shorten the state "
-                                        f"or split the question.")
+                plan = d.plan_request(state, chunk, guard=g if g is not None else False)
+                chunks.append(plan)
+                tokens.update({k: v + plan.guard_tokens.get(k, 0) for k, v in plan.tokens.items()})
+                total = plan.n_state + sum(tokens.values())
+                longest = max(longest, *plan.tokens.values())
+                if plan.n_state + longest > self.max_state_tokens:
+                    raise ApiError(413, f"the state plus the longest question is {plan.n_state + longest} tokens, over "
+                                        f"the {self.max_state_tokens}-token budget (max_state_tokens); shorten the "
+                                        f"state or split the question.")
                 if total > self.max_request_tokens:
                     what = " with the guard's erased variants of the state" if guard is not None else ""
                     fix = "; or a shorter state, or \"x_guard\": false" if guard is not None else ""
@@ -357,26 +367,29 @@ class Admission:
                                         f"{len(ids)} questions), over the {self.max_request_tokens}-token budget "
                                         f"(max_request_tokens); send fewer questions per request{fix}.")
                 if ctx:
-                    for qid, t in n["questions"].items():
-                        if n_state + t > ctx:  # the sum of its options is over: count its deepest path exactly
-                            self._deepest(state, qid, questions[qid], ctx, ctx_what)
+                    self._deepest(plan, ctx, ctx_what)
+            admitted = Admitted(state, questions, chunks[0].n_state, tokens, total, guard)
+            jobs = admitted.jobs(max_tokens=self.max_job_tokens, max_questions=self.max_job_questions)
+            if guard is None:
+                whole = join_plans(chunks) if len(chunks) > 1 else chunks[0]
+                work = [(whole if len(jobs) == 1 else whole.part(qs), n, t) for (_, qs, _), n, t in jobs]
+            elif len(jobs) == 1 and len(ids) <= _PRICE_CHUNK:  # the plan priced is the plan scored
+                work = [(chunks[0], n, t) for _, n, t in jobs]
+            else:  # a guard's variants depend on the questions planned together: each job is planned for its own
+                work = [(d.plan_request(state, qs, guard=g), n, t) for (_, qs, g), n, t in jobs]
         except (DecisionError, LabelError) as e:
             raise Invalid(str(e)) from None
         if guard is not None:
             unknown = sorted(set(guard.cautious) - set(questions))
             if unknown:
                 raise Invalid(f"x_cautious names question(s) {unknown} that are not in the request.")
-        return Admitted(state, questions, n_state, tokens, total, guard)
+        return dataclasses.replace(admitted, work=tuple(work))
 
-    def _deepest(self, state, qid, q, ctx: int, ctx_what: str) -> None:
-        """413 when the question's prompt plus its longest option (as the engine will score them) is over ``ctx``."""
-        d = self.decider
-        scorer = d.scorer_
-        plan = d.plan(state, q)
-        ids = scorer.encode(plan.pieces)
-        tail = option_context(plan.pieces)
-        longest = max(len(o) for o in scorer.option_ids(tail, list(plan.surfaces), what="Option"))
-        if len(ids) + longest > ctx:
-            raise ApiError(413, f"question {qid!r} needs {len(ids) + longest} positions (the state, the question and "
-                                f"its longest option: {len(ids)} + {longest} tokens), over {ctx_what}; shorten the "
-                                f"state or the question, or use a model with a longer context.")
+    def _deepest(self, plan, ctx: int, ctx_what: str) -> None:
+        """413 when a question's prompt plus its longest option (the items the engine will score) is over ``ctx``."""
+        for (qid, _, _), it in zip(plan.entries, plan.items):
+            longest = max((len(o) for o in it.options), default=0)
+            if len(it.ids) + longest > ctx:
+                raise ApiError(413, f"question {qid!r} needs {len(it.ids) + longest} positions (the state, the question "
+                                    f"and its longest option: {len(it.ids)} + {longest} tokens), over {ctx_what}; "
+                                    f"shorten the state or the question, or use a model with a longer context.")

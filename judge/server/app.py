@@ -8,11 +8,13 @@ configured (any key, or none, is accepted otherwise), and the body is read bound
 a ``Content-Encoding: zstd`` (or gzip/deflate) body is decoded, bounded the same way.
 
 Each request is then admitted in a thread pool apart from the scoring thread
-(`judge.server.admission`: parsed, validated, limited, priced with the scorer's own
-tokenizer; 422 / 413 before anything is queued), cut into jobs of at most
-``max_batch_tokens`` tokens and queued on a `MicroBatcher`, which serves requests in turn;
-one worker thread answers each batch with one `Decider.ask_many` call (one ``score()``
-call). A client that disconnects has its waiting jobs dropped. An exception inside
+(`judge.server.admission`: parsed, validated, limited, planned and lowered to tokens once
+(`Decider.plan_request`), priced on those tokens; 422 / 413 before anything is queued), cut
+into jobs of at most ``max_batch_tokens`` tokens, each carrying its plan, and queued on a
+`MicroBatcher`, which serves requests in turn (waiting ``max_wait_ms`` for company only while
+another request is being admitted); one worker thread answers each batch with one
+`Decider.answer` call (one scoring call over the plans' items, which it neither plans nor
+tokenizes again). A client that disconnects has its waiting jobs dropped. An exception inside
 scoring that is not the request's fault answers 500 with the request id (logged with
 its traceback on ``judge.server``) and the server keeps serving; SIGTERM (uvicorn) stops
 taking requests and finishes the admitted ones.
@@ -21,7 +23,8 @@ Memory: one scoring call at a time, each bounded by the engine's settings
 (`judge.engine.passes.memory_bound`); admission holds at most ``admission_threads``
 bodies of at most ``max_body_bytes`` at once.
 
-What it deliberately does not do: parse the wire form (`judge.server.contract`), build
+What it deliberately does not do: parse or write the wire form (`judge.server.contract`,
+`judge.server.wire`), build
 prompts or score (`judge.decisions`), or parse command lines (``judge serve`` lives in
 `judge.cli.serve`).
 
@@ -63,6 +66,7 @@ from judge.server.admission import Admission, Invalid
 from judge.server.batching import MicroBatcher, Overloaded, ShuttingDown
 from judge.server.contract import guard_to_wire
 from judge.server.errors import ApiError, error_body, install_handlers, validation_response
+from judge.server.wire import answer_to_wire
 
 __all__ = ["ServerConfig", "create_app", "memory_bound"]
 
@@ -82,7 +86,8 @@ class ServerConfig:
     served_name : str or None
         The model name in responses and ``/v1/models`` (default ``trie-judge/<model>``).
     max_wait_ms : float
-        How long a request waits for others to share its forward pass.
+        How long a request waits for others to share its forward pass (only while another
+        request is being admitted: a lone request runs at once).
     max_batch_questions : int
         Questions merged into one scoring call.
     max_queue : int
@@ -370,7 +375,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
     def run_batch(payloads):
         t0 = time.perf_counter()
-        answers = decider.ask_many(payloads)
+        answers = decider.answer(payloads)
         ms = (time.perf_counter() - t0) * 1000
         batch_tokens = int(decider.last_usage_.get("input_tokens", 0))
         stats["scoring_calls"] += 1
@@ -379,8 +384,10 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         return [{"answers": a, "batch_tokens": batch_tokens, "batch_requests": len(payloads), "compute_ms": ms}
                 for a in answers]
 
+    admitting = [0]  # requests between their body and the queue: the company a batch may wait for
     batcher = MicroBatcher(run_batch, max_wait_s=config.max_wait_ms / 1000, max_questions=config.max_batch_questions,
-                           max_queue=config.max_queue, max_tokens=config.max_batch_tokens)
+                           max_queue=config.max_queue, max_tokens=config.max_batch_tokens,
+                           expect=lambda: admitting[0] > 0)
 
     def check_model(model: str) -> None:
         if model not in accepted:
@@ -420,7 +427,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
     async def answer(request: Request, admitted):
         """Queue the request's jobs; drop them if the client goes away first."""
-        jobs = admitted.jobs(max_tokens=config.max_batch_tokens, max_questions=config.max_batch_questions)
+        jobs = admitted.work
         t0 = time.perf_counter()
         work = asyncio.ensure_future(batcher.submit_many([j[0] for j in jobs], [j[1] for j in jobs],
                                                          [j[2] for j in jobs]))
@@ -456,8 +463,12 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
             loop = asyncio.get_running_loop()
             body = await request.body()
             t0 = time.perf_counter()
-            req, admitted = await loop.run_in_executor(admit_pool, admission.admit, body,
-                                                       request.headers.get("content-type"), route)
+            admitting[0] += 1
+            try:
+                req, admitted = await loop.run_in_executor(admit_pool, admission.admit, body,
+                                                           request.headers.get("content-type"), route)
+            finally:
+                admitting[0] -= 1
             admit_ms = (time.perf_counter() - t0) * 1000
             res = await answer(request, admitted)
             res["admit_ms"] = admit_ms
@@ -484,7 +495,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
                 "x_total_ms": round(res["total_ms"], 3), "x_admit_ms": round(res["admit_ms"], 3), "x_jobs": res["jobs"]}
 
     def wire(a) -> dict:
-        out = a.to_wire(extensions=config.extensions)
+        out = answer_to_wire(a, extensions=config.extensions)
         return {**out, **guard_to_wire(a.guard)} if a.guard is not None else out
 
     def render_systemone(req, res) -> dict:

@@ -3,7 +3,8 @@
 A request becomes one or more *jobs* (one state and some of its questions, priced in
 tokens before it is queued). One worker task takes jobs round-robin across the waiting
 requests (one job of each in turn, so a small request is never stuck behind all the jobs
-of a large one), waits at most ``max_wait_s`` for company, stops adding jobs at
+of a large one), waits at most ``max_wait_s`` for company (and not at all when ``expect`` says
+no other request is on its way: a lone request pays no wait), stops adding jobs at
 ``max_questions`` questions or ``max_tokens`` tokens, then runs the batch in one worker
 thread with one call of ``run_batch`` (one ``Engine.score`` call). A job whose batch failed
 is retried alone, so one bad job never fails its neighbours.
@@ -87,6 +88,10 @@ class MicroBatcher:
         Requests allowed to wait; one more gets `Overloaded`.
     max_tokens : int, optional
         Tokens per batch (a single larger job runs alone); None: no token bound.
+    expect : callable, optional
+        ``expect() -> bool``: whether more jobs may be on their way (the server: requests
+        being admitted). When nothing else waits and it says no, a batch runs at once instead
+        of waiting ``max_wait_s`` for company. None: always wait.
 
     Attributes
     ----------
@@ -107,7 +112,7 @@ class MicroBatcher:
     """
 
     def __init__(self, run_batch, *, max_wait_s: float = 0.005, max_questions: int = 256, max_queue: int = 64,
-                 max_tokens: int | None = None):
+                 max_tokens: int | None = None, expect=None):
         if max_wait_s < 0 or max_questions < 1 or max_queue < 1 or (max_tokens is not None and max_tokens < 1):
             raise ValueError(f"MicroBatcher needs max_wait_s >= 0, max_questions >= 1, max_queue >= 1 and "
                              f"max_tokens >= 1 (or None), got {max_wait_s}, {max_questions}, {max_queue}, "
@@ -117,6 +122,7 @@ class MicroBatcher:
         self.max_questions = max_questions
         self.max_queue = max_queue
         self.max_tokens = max_tokens
+        self.expect = expect
         self.batches_ = 0
         self.jobs_ = 0
         self.cancelled_ = 0
@@ -343,8 +349,8 @@ class MicroBatcher:
                     job = None  # one job per request per batch while others wait (fair turns)
                 if job is None:
                     timeout = deadline - loop.time()
-                    if timeout <= 0:
-                        break
+                    if timeout <= 0 or (self.expect is not None and not self.expect()):
+                        break  # the wait is over, or no other request is on its way: waiting only adds latency
                     self._wake.clear()
                     try:
                         await asyncio.wait_for(self._wake.wait(), timeout)

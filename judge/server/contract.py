@@ -6,9 +6,8 @@ Decisions shape): ``{"model", "input", "questions": [...]}`` with
 ``predicate`` / ``choice`` / ``score`` questions, mapped onto the same three types.
 
 This module owns every parse of the wire form: the server validates request bodies
-with these models, and `question_from_wire` (used by
-`judge.decisions.calibrate_decisions` for questions in labelled files) validates one
-question with the same models, so a question means the same thing over HTTP and in a
+with these models, and `question_from_wire` (used by `judge.server.wire.read_labelled`
+for questions in labelled files) validates one question with the same models, so a question means the same thing over HTTP and in a
 file. Validation failures become FastAPI's 422 ``{"detail": [{"loc", "msg", "type"}]}``
 (see `judge.server.errors`); `error_message` words each pydantic error the same way in
 both places, saying what was wrong and how to fix it. Unknown top-level fields are
