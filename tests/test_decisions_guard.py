@@ -242,7 +242,7 @@ def test_variants_share_one_forest_row_and_cost_what_count_tokens_says(tiny_llam
     a = d.ask(state, q, guard=g)["q"]
     fed = d.last_usage_["input_tokens"]
     n = d.count_tokens(state, q, guard=g)
-    assert a.guard.variants == 1 + len(cut(state, max_pieces=g.max_pieces))
+    assert a.guard.variants == 1 + min(g.blocks, len(cut(state, max_pieces=g.max_pieces)))
     # shared prefixes: far fewer tokens than the variants' full prompts, and not more than admission's price
     assert fed < 0.75 * a.guard.variants * plain
     assert fed <= n["total"] + 2 and n["total"] == n["state"] + n["questions"]["q"] + n["guard"]["q"]

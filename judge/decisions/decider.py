@@ -47,6 +47,7 @@ from judge.decisions.calibration import (
     prior_in_question_order,
 )
 from judge.decisions.guard import Guard, combine, resolve_guard, state_variants, variant_cost
+from judge.decisions.pieces import canonical
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
 from judge.decisions.profiles import DecisionProfile
 from judge.decisions.prompts import (
@@ -395,9 +396,9 @@ class Decider(Closing):
         (True, True)
         """
         check_questions(questions)
-        styles, st = self.styles_, state_text(state)
-        scorer = self.scorer_
         g = self.guard_of((state, questions, guard))
+        styles, st = self.styles_, state_text(canonical(state) if g is not None and g.canonical else state)
+        scorer = self.scorer_
         plans = {qid: self._plan(st, q, styles, untrusted=bool(g and g.framing)) for qid, q in questions.items()}
         n_state = len(scorer.encode(next(iter(plans.values())).head))
         per = {}
