@@ -61,9 +61,13 @@ def test_repeated_sentences_are_found_only_when_they_are_a_fair_share_of_the_sta
     filler = "The printer on floor three is out of toner. "
     t = filler * 6 + "My card was stolen, block it. " + filler * 6
     spans = repeats(t)
-    assert len(spans) == 11 and all(t[a:b] == filler for _, a, b in spans)
-    assert repeats("Block my card. It was stolen today at the station near my office, wallet and all. Block my card.") == []  # a repeat, but a small share
-    assert repeats("Block it now. " * 5) != [] and repeats("Ok. " * 9) == []  # fewer than three words: no sentence
+    assert len(spans) == 12 and all(t[a:b] == filler for _, a, b in spans)  # every copy, the first too
+    assert repeats("Block my card. It was stolen today at the station near my office, wallet and all. Block my card.") == []
+    assert repeats("Block my card. It was stolen. Block my card.") == []  # said twice: not filler
+    logs = " ".join(f"Log line {i}: the nightly job ran on host {i * 7}." for i in range(9))
+    assert repeats("My card was stolen, block it. " + logs) == []  # one template, other numbers: not word for word
+    assert repeats(filler * 9) == []  # never the whole state  # a repeat, but a small share
+    assert repeats("Lost card. " + "Block it now. " * 5) != [] and repeats("Lost card. " + "Ok now. " * 9) == []  # two words: no sentence
 
 
 # ----------------------------------------------------------------------------- the guard with a model
@@ -103,16 +107,16 @@ def test_a_sentence_naming_an_answer_it_did_not_decide_stays(tiny_llama):
     assert a.probabilities == pytest.approx(base.ask(state, {"q": QUESTION})["q"].probabilities, abs=1e-6)
 
 
-def test_repeated_filler_is_read_collapsed_and_flagged(tiny_llama):
+def test_repeated_filler_is_read_without_it_and_flagged(tiny_llama):
     model, tok = tiny_llama
     filler = "The printer on floor three is out of toner. "
     state = filler * 8 + CLEAN + " " + filler * 8
     d = Decider(model, tok, bias=None)
     a = d.ask(state, {"q": QUESTION}, guard=Guard())["q"]
-    assert {f.scanner for f in a.guard.flags} == {"repeat"} and len(a.guard.flags) == 15
+    assert {f.scanner for f in a.guard.flags} == {"repeat"} and len(a.guard.flags) == 16
     plan = plan_call(state, {"q": QUESTION}, Guard())
     collapsed = "".join(plan.texts[plan.variants["q"][1]])
-    assert collapsed == filler + CLEAN + " "
+    assert collapsed == CLEAN + " "
     assert a.probabilities == pytest.approx(d.ask(collapsed, {"q": QUESTION})["q"].probabilities, abs=1e-6)
     assert d.ask(state, {"q": QUESTION}, guard=Guard(collapse=False))["q"].guard.flags == ()
 

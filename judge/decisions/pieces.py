@@ -314,29 +314,31 @@ def canonical(state: Any) -> Any:
 
 
 def repeats(state: Any, *, share: float = 0.2) -> list[tuple[int, int, int]]:
-    """Sentences and lines that repeat an earlier one of the state, where repeats are at least ``share`` of its text.
+    """Every copy of a sentence or line the state says three times or more, where such copies are ``share`` of it or more.
 
-    Returns ``(leaf, start, end)`` spans (as `cut` takes them in ``apart``); a repeated
-    sentence (same words, any case or spacing, three words at least) adds nothing the first
-    copy did not say, while a long run of them dilutes the rest of the state.
+    Returns ``(leaf, start, end)`` spans (as `cut` takes them in ``apart``). Sentences are
+    compared by their words and numbers (any case or spacing; three words at least). A
+    sentence said word for word three times or more, in copies that make up a fifth of the
+    state, is filler that dilutes the rest of it: every copy goes, the first included (the
+    fact that it was repeated is lost with it). Never the whole state: where nothing else
+    is left, nothing is returned.
 
     Examples
     --------
     >>> t = "Lost parcel. " + "The weather is fine today. " * 3 + "Order 12."
     >>> [t[a:b] for _, a, b in repeats(t)]
-    ['The weather is fine today. ', 'The weather is fine today. ']
-    >>> repeats("A short note. Another one. A short note.", share=0.5)
-    []
+    ['The weather is fine today. ', 'The weather is fine today. ', 'The weather is fine today. ']
+    >>> t = "Block my card. " + " ".join(f"Log line {i}: the job ran." for i in range(4))
+    >>> repeats(t), repeats("Fine day today. " * 3), repeats("A short note. Another. A short note. A short note.", share=0.9)
+    ([], [], [])
     """
-    out, seen, total, rep = [], set(), 0, 0
+    segs, count, total = [], {}, 0
     for li, (_, text) in enumerate(leaves(state)):
         total += len(text)
         for a, b in _segments(text):
             key = " ".join(re.findall(r"\w+", text[a:b].lower()))
-            if key.count(" ") < 2:
-                continue
-            if key in seen:
-                out.append((li, a, b))
-                rep += b - a
-            seen.add(key)
-    return out if out and rep >= share * total else []
+            segs.append((li, a, b, key))
+            count[key] = count.get(key, 0) + 1
+    out = [(li, a, b) for li, a, b, key in segs if count[key] > 2 and key.count(" ") >= 2]
+    rest = any(re.search(r"[^\W\d_]", k) for _, _, _, k in segs if count[k] <= 2 or k.count(" ") < 2)
+    return out if out and rest and sum(b - a for _, a, b in out) >= share * total else []
