@@ -3,11 +3,13 @@
 Subcommands (``python -m bench.decisions_guard CMD --help``):
 
 * ``validate`` — bench/_decisions_guard_cases.py (cases and attacks written for this benchmark)
-  through `judge.decisions.Decider` in-process, arms: the model alone, the guard (scanners),
-  the guard with the untrusted-data framing, the guard with the cases' cautious options.
-  Attack success per family (on cases the model alone answers correctly, as the audit counts
-  it), neutral sentences that change the answer, accuracy, clean scenes flagged. Where a
-  method is open (framing), it is chosen here by the rule written in `FRAMING_RULE`.
+  through `judge.decisions.Decider` in-process, arms: the model alone, the guard (defaults),
+  the guard with each of its methods off (``guard-nocanon``, ``guard-nocollapse``,
+  ``guard-noecho``; ``guard-old``: all three off), with the untrusted-data framing, with the
+  cases' cautious options. Attack success per family (on cases the model alone answers
+  correctly, as the audit counts it), format and neutral changes, accuracy, clean scenes
+  flagged. Where a method is open it is chosen here by the rules written in `FRAMING_RULE`
+  and `METHOD_RULE`; a markdown table beside the JSON.
   Scores cached in bench/cache/decisions_guard/ (re-runs are free); JSON in
   bench/results/decisions_guard_validate.json.
 * ``audit`` — decision-model-guard's 12 bundled cases, every check, three arms in one run:
@@ -17,8 +19,11 @@ Subcommands (``python -m bench.decisions_guard CMD --help``):
   marks) around our Decider through its Python API. Calls and wall time per decision for each.
   bench/results/decisions_guard_audit.json and .md.
 * ``cost`` — wall time of one decision on a 20-sentence state: unguarded, guarded (a claim
-  planted at the end, at the start), guarded with cautious options (every piece erased);
-  bench/results/decisions_guard_cost.json.
+  planted at the end, at the start), guarded with cautious options (3 runs of pieces erased,
+  the default; 2 runs), the arms taken in turn each round; bench/results/decisions_guard_cost.json.
+
+``audit`` needs decision-model-guard (``pip install --no-deps decision-model-guard==0.2.0``: its
+``dmguard`` command beside this Python, its bundled cases; it needs only PyYAML).
 
 What it deliberately does not do: tune anything on the audit's cases (``audit`` runs the
 defaults chosen by ``validate``), or run the audit's guard on a GPU.

@@ -26,12 +26,13 @@ where a variant shares every token before its first erased piece with the state)
   (they decided it); otherwise they stay and the read state's answer stands;
 * with ``cautious`` options named for the question (`Guard`), also the read state with
   each of at most ``blocks`` runs of adjacent remaining pieces erased (about equal length;
-  3 by default): if any erasure gives a more cautious answer (earlier in the caller's list),
-  that answer is kept (the most cautious answer wins). So no run of a third of the state,
-  and no single piece whose run without it reads more cautiously, moves the answer away
-  from the cautious side; a piece that decides only together with the rest of its run is
-  not caught (the price of erasing runs rather than every piece: at most 3 variants, about
-  2-3x the unguarded decision's time instead of 11 variants and 15x).
+  2 by default: each half of the state in turn): if any erasure gives a more cautious
+  answer (earlier in the caller's list), that answer is kept (the most cautious answer
+  wins). So neither half of the state, and no single piece whose half reads more cautiously
+  without it, moves the answer away from the cautious side; a piece that decides only
+  together with the rest of its half is not caught. That is the price of the cost bound:
+  2 runs cost 2.3x the unguarded decision's time on a 20-sentence state, 3 runs 3.3x,
+  every piece in turn (the earlier rule, 11 variants) 15.7x (bench/results/decisions_guard_cost.json).
 
 `plan_call` does the text work (`judge.decisions.pieces.cut`, scan, variants, their rendered texts), `combine` picks
 a question's answer among its variants and writes the `GuardReport` that comes back with it.
@@ -104,7 +105,7 @@ class Guard:
     canonical: bool = True
     collapse: bool = True
     echo: bool = True
-    blocks: int = 3
+    blocks: int = 2
 
     def __post_init__(self):
         c = self.cautious or {}
