@@ -19,8 +19,8 @@ Subcommands (``python -m bench.decisions_guard CMD --help``):
   marks) around our Decider through its Python API. Calls and wall time per decision for each.
   bench/results/decisions_guard_audit.json and .md.
 * ``cost`` — wall time of one decision on a 20-sentence state: unguarded, guarded (a claim
-  planted at the end, at the start), guarded with cautious options (3 runs of pieces erased,
-  the default; 2 runs), the arms taken in turn each round; bench/results/decisions_guard_cost.json.
+  planted at the end, at the start), guarded with cautious options (2 runs of pieces erased,
+  the default; 3 runs), the arms taken in turn each round; bench/results/decisions_guard_cost.json.
 
 ``audit`` needs decision-model-guard (``pip install --no-deps decision-model-guard==0.2.0``: its
 ``dmguard`` command beside this Python, its bundled cases; it needs only PyYAML).
@@ -429,8 +429,8 @@ def cost(args) -> None:
     arms = {"unguarded": (lambda s: s, False), "guard, nothing flagged": (lambda s: s, Guard()),
             "guard, claim at the end": (lambda s: s + " " + claim, Guard()),
             "guard, claim at the start": (lambda s: claim + " " + s, Guard()),
-            "guard, cautious options (3 blocks erased, the default)": (lambda s: s, Guard(cautious={"q": ["o0", "o1"]})),
-            "guard, cautious options (2 blocks erased)": (lambda s: s, Guard(cautious={"q": ["o0", "o1"]}, blocks=2))}
+            "guard, cautious options (2 blocks erased, the default)": (lambda s: s, Guard(cautious={"q": ["o0", "o1"]})),
+            "guard, cautious options (3 blocks erased)": (lambda s: s, Guard(cautious={"q": ["o0", "o1"]}, blocks=3))}
     d.ask({"content": "warm up"}, q)
     for make, g in arms.values():
         d.ask({"content": make(_cost_state(1))}, q, guard=g)  # content-free priors of each shape: not timed
