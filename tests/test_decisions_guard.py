@@ -224,8 +224,8 @@ def test_cautious_options_stop_a_piece_no_scanner_flags(tiny_llama):
     calls = spy.calls
     a = d.ask(state, {"q": QUESTION}, guard=Guard(cautious={"q": [clean_top]}))["q"]
     assert spy.calls == calls + 1
-    n_pieces = len(cut(state))
-    assert len(spy.queries[-1]) == 1 + n_pieces and a.guard.variants == 1 + n_pieces
+    n_runs = min(Guard().blocks, len(cut(state)))  # the pieces erased in runs: the two halves, the plant alone in one
+    assert len(spy.queries[-1]) == 1 + n_runs and a.guard.variants == 1 + n_runs
     assert a.choice == clean_top and a.guard.rule == "cautious" and a.guard.changed
     assert a.guard.erased == (plant.strip(),) and a.guard.flags == ()
 
@@ -242,7 +242,7 @@ def test_variants_share_one_forest_row_and_cost_what_count_tokens_says(tiny_llam
     a = d.ask(state, q, guard=g)["q"]
     fed = d.last_usage_["input_tokens"]
     n = d.count_tokens(state, q, guard=g)
-    assert a.guard.variants == 1 + len(cut(state, max_pieces=g.max_pieces))
+    assert a.guard.variants == 1 + min(g.blocks, len(cut(state, max_pieces=g.max_pieces)))
     # shared prefixes: far fewer tokens than the variants' full prompts, and not more than admission's price
     assert fed < 0.75 * a.guard.variants * plain
     assert fed <= n["total"] + 2 and n["total"] == n["state"] + n["questions"]["q"] + n["guard"]["q"]

@@ -92,7 +92,7 @@ def test_guarded_requests_are_priced_with_their_variants(urls, decider):
     q = {**REFUND, "x_cautious": ["o0"]}
     unguarded = post(plain, body({"r": REFUND}, state=long_state)).json()["usage"]["input_tokens"]
     guarded = post(plain, body({"r": q}, state=long_state)).json()["usage"]["input_tokens"]
-    assert guarded > 3 * unguarded
+    assert guarded > 1.3 * unguarded  # two erased halves: the second re-read once, the question three times
     from judge.server.admission import Admission
 
     small = Admission(decider, lambda m: None, max_request_tokens=unguarded + 10)

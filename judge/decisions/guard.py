@@ -1,23 +1,38 @@
 """The guard: a planted piece of a state must not decide the answer.
 
-A state is cut into **pieces** (`cut`: sentences, lines, and blocks with their header; a
-trusted-looking block the scanners flag stays one piece; long states are merged into at
-most ``max_pieces`` pieces, flagged ones kept apart). The content scanners
+The state is first read in a canonical form (``canonical``: a string written as titled
+blocks -- ``[TITLE]`` lines, markdown headings, ``TITLE: body`` lines, a flat JSON object --
+becomes ``[TITLE]`` blocks with their whitespace collapsed, so a serialization does not
+move the answer). It is cut into **pieces** (`cut`: sentences, lines, and blocks with their
+header; a trusted-looking block the scanners flag stays one piece; long states are merged
+into at most ``max_pieces`` pieces, flagged ones kept apart). The content scanners
 (`judge.decisions.scanners`) look at every string of the state with each question's options
 in mind. For every question the guard asks the model about *variants* of the state, all in
 the caller's one scoring call (`judge.decisions.Decider` puts them in one prompt forest,
 where a variant shares every token before its first erased piece with the state):
 
-* the state as given (what an unguarded decider answers: reported, and used when nothing
-  is flagged);
-* the state without every piece the scanners flag for this question (the *sanitized*
-  state): the guarded answer when anything is flagged. Text that claims the decision,
-  forges a trusted block, writes a verdict or hides in invisible or look-alike letters is
-  never evidence, so no such piece decides, whether or not it moved the answer;
-* with ``cautious`` options named for the question (`Guard`), also the sanitized state
-  with each remaining piece erased in turn: if any single erasure gives a more cautious
+* the state as given (in canonical form: what is reported as ``unguarded``, and the answer
+  when nothing is flagged);
+* the state without every piece the scanners flag for this question and, where repeated
+  sentences are a fifth of the state or more (``collapse``), without every repeat of an
+  earlier sentence (the *read* state): the guarded answer when anything is flagged. Text
+  that claims the decision, forges a trusted block, writes a verdict or hides in invisible
+  or look-alike letters is never evidence, and filler repeated to dilute the state is read
+  once;
+* with ``echo``, when sentences name one of the answers in the options' own words
+  (`judge.decisions.scanners.echoes`, a naming split between a line's first sentence and
+  the last one included), the read state without them too: that answer is taken only
+  where the answer on the read state is an answer they name and erasing them changes it
+  (they decided it); otherwise they stay and the read state's answer stands;
+* with ``cautious`` options named for the question (`Guard`), also the read state with
+  each of at most ``blocks`` runs of adjacent remaining pieces erased (about equal length;
+  2 by default: each half of the state in turn): if any erasure gives a more cautious
   answer (earlier in the caller's list), that answer is kept (the most cautious answer
-  wins), so no single piece, flagged or not, can move the answer away from the cautious side.
+  wins). So neither half of the state, and no single piece whose half reads more cautiously
+  without it, moves the answer away from the cautious side; a piece that decides only
+  together with the rest of its half is not caught. That is the price of the cost bound:
+  2 runs cost 2.3x the unguarded decision's time on a 20-sentence state, 3 runs 3.3x,
+  every piece in turn (the earlier rule, 11 variants) 15.7x (bench/results/decisions_guard_cost.json).
 
 `plan_call` does the text work (`judge.decisions.pieces.cut`, scan, variants, their rendered texts), `combine` picks
 a question's answer among its variants and writes the `GuardReport` that comes back with it.
@@ -32,10 +47,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.decisions.pieces import DEFAULT_MAX_PIECES, Piece, cut, erase, leaves
+from judge.decisions.pieces import DEFAULT_MAX_PIECES, Piece, canonical, cut, erase, leaves, repeats
 from judge.decisions.prompts import state_text
 from judge.decisions.questions import Choice, DecisionError, Question, YesNo, render_value
-from judge.decisions.scanners import SCANNERS, scan
+from judge.decisions.scanners import SCANNERS, echoes, scan
 
 __all__ = ["Guard", "GuardReport", "Flag", "CallPlan", "answer_keys", "plan_call", "combine", "resolve_guard",
            "state_variants", "variant_texts", "variant_cost"]
@@ -50,15 +65,28 @@ class Guard:
     cautious : mapping of str to sequence of str, optional
         Per question id, the option keys that are the cautious answers, most
         cautious first (choice: option names; yes/no: ``"true"`` / ``"false"``;
-        score: level numbers as strings). For those questions every piece is
-        erased in turn and the most cautious answer wins. Questions not named
-        are guarded by the scanners alone.
+        score: level numbers as strings). For those questions runs of adjacent
+        pieces (``blocks``) are erased in turn and the most cautious answer wins.
+        Questions not named are guarded by the scanners, repeats and echoes alone.
     max_pieces : int
         Pieces a state is cut into at most (flagged pieces apart).
     scanners : sequence of str
         Which content scanners run (`judge.decisions.scanners.SCANNERS`).
     framing : bool
         Tell the model, in the prompt, that the state is untrusted data.
+    canonical : bool
+        Read the state with its titled blocks in one form (`judge.decisions.pieces.canonical`):
+        the same content answers the same as JSON, markdown or key-value lines.
+    collapse : bool
+        Read the state without sentences that repeat an earlier one, where such repeats
+        are a fifth of it or more (`judge.decisions.pieces.repeats`: filler that dilutes it).
+    echo : bool
+        Erase a sentence that names one of the answers in the options' own words
+        (`judge.decisions.scanners.echoes`) where it decided the answer: the answer read
+        with it is the one it names and erasing it changes that answer.
+    blocks : int
+        With cautious options, the pieces left are erased in at most this many runs of
+        adjacent pieces (one variant each), not one by one.
 
     Examples
     --------
@@ -74,6 +102,10 @@ class Guard:
     max_pieces: int = DEFAULT_MAX_PIECES
     scanners: Any = SCANNERS
     framing: bool = False
+    canonical: bool = True
+    collapse: bool = True
+    echo: bool = True
+    blocks: int = 2
 
     def __post_init__(self):
         c = self.cautious or {}
@@ -89,6 +121,8 @@ class Guard:
         object.__setattr__(self, "cautious", norm)
         if not isinstance(self.max_pieces, int) or isinstance(self.max_pieces, bool) or self.max_pieces < 1:
             raise DecisionError(f"Guard max_pieces must be an int >= 1, got {self.max_pieces!r}.")
+        if not isinstance(self.blocks, int) or isinstance(self.blocks, bool) or self.blocks < 2:
+            raise DecisionError(f"Guard blocks must be an int >= 2, got {self.blocks!r}.")
         bad = [s for s in self.scanners if s not in SCANNERS]
         if bad:
             raise DecisionError(f"Guard scanners {bad} are not scanners; choose among {list(SCANNERS)}.")
@@ -102,7 +136,9 @@ class Flag:
     Attributes
     ----------
     scanner, message : str
-        As `judge.decisions.scanners.Finding`.
+        As `judge.decisions.scanners.Finding`; besides the scanners, ``"repeat"`` (a
+        sentence that repeats an earlier one, read once) and ``"echo"`` (a sentence naming
+        the answer it decided, erased).
     piece : int
         The piece that holds it.
     text : str
@@ -134,11 +170,11 @@ class GuardReport:
     erased : tuple of str
         The pieces missing from the state the answer was read from.
     rule : {"scanners", "cautious"}
-        Flagged pieces erased; or, with cautious options, also the most cautious single erasure.
+        Flagged pieces erased; or, with cautious options, also the most cautious erased run of pieces.
     changed : bool
         Whether the guarded answer differs from the unguarded one (its top option).
     unguarded : str
-        The top option on the state as given.
+        The top option on the state as given (in the canonical form the guard reads it in).
 
     Examples
     --------
@@ -166,8 +202,12 @@ class CallPlan:
         Per question id.
     variants : dict of str to list of frozenset
         Per question id, the erased piece sets of its variants; the first is the
-        empty set (the state as given), the second, when anything is flagged, the
-        flagged pieces.
+        empty set (the state as given, in canonical form), the second, when anything
+        is flagged, the flagged pieces (the *read* set), then, when sentences name
+        an answer, the read set with them; then the cautious blocks.
+    echo : dict of str to dict of int to frozenset
+        Per question id, the pieces that name an answer (`judge.decisions.scanners.echoes`)
+        and the answer keys each names (flagged pieces apart).
     texts : dict of frozenset to tuple of str
         Each distinct variant's rendered state as user pieces: a shared first part
         (the same for every variant that keeps the state's first piece, so the scorer
@@ -184,6 +224,7 @@ class CallPlan:
     flags: dict
     variants: dict
     texts: dict = field(default_factory=dict)
+    echo: dict = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -204,13 +245,33 @@ def answer_keys(q: Question) -> tuple[str, ...]:
     return tuple(str(i) for i in range(q.n_levels))
 
 
-def _option_texts(q: Question) -> list[str]:
+def _key_texts(q: Question) -> dict[str, list[str]]:
+    """Per answer key, the texts that name it (option name and description)."""
     if isinstance(q, Choice):
-        return [t for n, d in q.options.items() for t in (n.replace("_", " "), render_value(d) if d is not None else "")
-                if t]
+        return {n: [t for t in (n.replace("_", " "), render_value(d) if d is not None else "") if t]
+                for n, d in q.options.items()}
     if isinstance(q, YesNo):
-        return [render_value(d) for d in (q.true, q.false) if d is not None]
-    return [render_value(d) for d in q.levels]
+        return {k: [render_value(d)] for k, d in (("true", q.true), ("false", q.false)) if d is not None}
+    return {str(i): [render_value(d)] for i, d in enumerate(q.levels)}
+
+
+def _option_texts(q: Question) -> list[str]:
+    return [t for ts in _key_texts(q).values() for t in ts]
+
+
+def _runs(items: list[int], pieces: Sequence[Piece], n: int) -> list[frozenset]:
+    """``items`` (piece indices, in order) as at most ``n`` runs of adjacent ones of about equal length."""
+    if not items:
+        return []
+    size = [sum(b - a for _, a, b in pieces[i].spans) for i in items]
+    target, out, cur, acc = sum(size) / min(n, len(items)), [], [], 0.0
+    for i, sz in zip(items, size):
+        if cur and acc + sz / 2 > target and len(out) < n - 1:
+            out.append(frozenset(cur))
+            cur, acc = [], 0.0
+        cur.append(i)
+        acc += sz
+    return out + [frozenset(cur)]
 
 
 def plan_call(state: Any, questions: Mapping[str, Question], guard: Guard) -> CallPlan:
@@ -251,28 +312,47 @@ def plan_call(state: Any, questions: Mapping[str, Question], guard: Guard) -> Ca
         if bad:
             raise DecisionError(f"Guard cautious[{qid!r}] names {bad}, not options of that question; its option keys "
                                 f"are {list(valid)[:20]}.")
+    if guard.canonical:
+        state = canonical(state)
     strings = leaves(state)
     found: dict[str, list[tuple[int, Any]]] = {}
+    named: dict[str, list[tuple[int, int, int, frozenset]]] = {}
     for qid, q in questions.items():
         opts = _option_texts(q)
         found[qid] = [(li, f) for li, (_, text) in enumerate(strings) for f in scan(text, opts, scanners=guard.scanners)]
-    apart = sorted({(li, f.start, f.end) for fs in found.values() for li, f in fs})
+        named[qid] = [(li, a, b, k) for li, (_, text) in enumerate(strings) for a, b, k in echoes(text, _key_texts(q))] \
+            if guard.echo else []
+    rep = repeats(state) if guard.collapse else []
+    apart = sorted({(li, f.start, f.end) for fs in found.values() for li, f in fs} | set(rep)
+                   | {(li, a, b) for ns in named.values() for li, a, b, _ in ns})
     pieces = cut(state, max_pieces=guard.max_pieces, apart=apart)
 
     def piece_of(li, a, b):
         return next(i for i, p in enumerate(pieces) if any(leaf == li and s < max(b, a + 1) and a < e
                                                            for leaf, s, e in p.spans))
 
-    flags, variants = {}, {}
+    flags, variants, echo = {}, {}, {}
+    rep_flags = [Flag("repeat", "a sentence that repeats an earlier one", piece_of(li, a, b), strings[li][1][a:b])
+                 for li, a, b in rep]
     for qid, fs in found.items():
         flags[qid] = [Flag(f.scanner, f.message, piece_of(li, f.start, f.end), strings[li][1][f.start:f.end])
-                      for li, f in fs]
+                      for li, f in fs] + rep_flags
         flagged = frozenset(fl.piece for fl in flags[qid])
+        echo[qid] = {}
+        for li, a, b, keys in named[qid]:
+            i = piece_of(li, a, b)
+            if i not in flagged:
+                echo[qid][i] = echo[qid].get(i, frozenset()) | keys
         vs = [frozenset()] + ([flagged] if flagged else [])
+        if echo[qid] and len(flagged) + len(echo[qid]) < len(pieces):
+            vs.append(flagged | set(echo[qid]))
+        else:
+            echo[qid] = {}
         if qid in guard.cautious:
-            vs += [flagged | {i} for i in range(len(pieces)) if i not in flagged and len(flagged) + 1 < len(pieces)]
+            vs += [flagged | r for r in _runs([i for i in range(len(pieces)) if i not in flagged], pieces, guard.blocks)
+                   if len(flagged) + len(r) < len(pieces)]
         variants[qid] = list(dict.fromkeys(vs))
-    plan = CallPlan(pieces, flags, variants)
+    plan = CallPlan(pieces, flags, variants, echo=echo)
     full = render_value(state)
     distinct = list(dict.fromkeys(v for vs in variants.values() for v in vs))
     rendered = {v: render_value(erase(state, pieces, v)) if v else full for v in distinct}
@@ -432,7 +512,16 @@ def combine(qid: str, q: Question, answers: Sequence, plan: CallPlan, guard: Gua
     """
     sets = plan.variants[qid]
     tops = [_top(q, a.probabilities) for a in answers]
-    chosen = 1 if len(sets) > 1 and sets[1] else 0
+    flagged = frozenset(fl.piece for fl in plan.flags[qid])
+    chosen = sets.index(flagged) if flagged else 0
+    flags = list(plan.flags[qid])
+    echo = plan.echo.get(qid) or {}
+    if echo:  # a sentence naming the answer read without it decided it: read the state without it
+        j = sets.index(flagged | set(echo))
+        if tops[j] != tops[chosen] and any(tops[chosen] in keys for keys in echo.values()):
+            chosen = j
+            flags += [Flag("echo", f"names the answer {sorted(keys)[:3]} in the options' own words", i,
+                           plan.pieces[i].text) for i, keys in sorted(echo.items())]
     order = guard.cautious.get(qid)
     if order:
         rank = {k: r for r, k in enumerate(order)}
@@ -441,7 +530,7 @@ def combine(qid: str, q: Question, answers: Sequence, plan: CallPlan, guard: Gua
                                                        -answers[j].probabilities[tops[j]], j != chosen))
         if rank.get(tops[best], worst) < rank.get(tops[chosen], worst):
             chosen = best
-    report = GuardReport(flags=tuple(plan.flags[qid]), pieces=len(plan.pieces), variants=len(sets),
+    report = GuardReport(flags=tuple(flags), pieces=len(plan.pieces), variants=len(sets),
                          erased=tuple(plan.pieces[i].text for i in sorted(sets[chosen])),
                          rule="cautious" if order else "scanners", changed=tops[chosen] != tops[0], unguarded=tops[0])
     return chosen, report

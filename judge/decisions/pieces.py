@@ -17,6 +17,7 @@ are erased).
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 
 from judge.decisions.questions import DecisionError
 
-__all__ = ["DEFAULT_MAX_PIECES", "Piece", "cut", "erase", "leaves"]
+__all__ = ["DEFAULT_MAX_PIECES", "Piece", "canonical", "cut", "erase", "leaves", "repeats"]
 
 #: Pieces a state is cut into at most (flagged pieces are kept apart on top of these). Each piece is one
 #: erased variant when the caller names cautious options; without them only flagged pieces are erased.
@@ -233,3 +234,111 @@ def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[P
                 spans.append((leaf, a, b))
         out.append(Piece(tuple(spans), " ".join(strings[leaf][1][a:b] for leaf, a, b in spans)))
     return out
+
+
+# ----------------------------------------------------------------------------- canonical form, repeats
+
+_BRACKET = re.compile(r"^[ \t]*\[([^\[\]\n]{1,80})\][ \t]*$", re.M)
+_MD = re.compile(r"^[ \t]*#{1,6}[ \t]+([^\n]{1,80}?)[ \t]*$", re.M)
+_KV = re.compile(r"([A-Z][A-Z0-9 _|/&()-]{0,60}[A-Z0-9)]):[ \t]*(\S[^\n]*)")
+
+
+def _blocks(text: str) -> list[tuple[str, str]] | None:
+    """A text written as titled blocks (``[TITLE]`` or ``### Title`` header lines, ``TITLE: body`` lines,
+    a flat JSON object of strings): its (title, body) pairs; None for any other text."""
+    t = text.strip()
+    if t.startswith("{") and t.endswith("}"):
+        try:
+            obj = json.loads(t)
+        except ValueError:
+            return None
+        if isinstance(obj, dict) and obj and all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
+            return list(obj.items())
+        return None
+    lines = [ln for ln in t.split("\n") if ln.strip()]
+    if lines and all(_KV.fullmatch(ln.strip()) for ln in lines):
+        return [(m.group(1), m.group(2)) for m in (_KV.fullmatch(ln.strip()) for ln in lines)]
+    for rx in (_BRACKET, _MD):
+        heads = list(rx.finditer(t))
+        if heads and heads[0].start() == 0:
+            return [(h.group(1).strip(), t[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(t)])
+                    for i, h in enumerate(heads)]
+    return None
+
+
+def canonical(state: Any) -> Any:
+    """The state with every string written as titled blocks put in one form (a new object when any changes).
+
+    A string that is a sequence of titled blocks -- ``[TITLE]`` header lines, markdown
+    headings, ``TITLE: body`` lines, or a flat JSON object of strings -- becomes
+    ``[TITLE]\\nbody`` blocks separated by a blank line, titles in capitals, each body's
+    whitespace runs collapsed to one space (a document of one block: its body alone). The same content
+    then reads the same whatever serialization it came in; other strings are unchanged.
+
+    Examples
+    --------
+    >>> a = canonical("[POLICY]\\nRefunds need a receipt.\\n\\n[MESSAGE]\\nRefund me,\\nplease.")
+    >>> a
+    '[POLICY]\\nRefunds need a receipt.\\n\\n[MESSAGE]\\nRefund me, please.'
+    >>> canonical("POLICY: Refunds need a receipt.\\nMESSAGE: Refund me, please.") == a
+    True
+    >>> canonical('{"POLICY": "Refunds need a receipt.", "MESSAGE": "Refund me,\\\\nplease."}') == a
+    True
+    >>> canonical({"content": "### Message\\nRefund me."}), canonical("Just text: nothing else.")
+    ({'content': 'Refund me.'}, 'Just text: nothing else.')
+    """
+    def one(text):
+        blocks = _blocks(text)
+        if not blocks:
+            return text
+        blocks = [(" ".join(h.split()).upper(), " ".join(b.split())) for h, b in blocks]
+        if len(blocks) == 1:
+            return blocks[0][1]
+        return "\n\n".join(f"[{h}]\n{b}" for h, b in blocks)
+
+    if isinstance(state, str):
+        return one(state)
+    strings = leaves(state)
+    new = {path: one(t) for path, t in strings}
+    if all(new[p] == t for p, t in strings):
+        return state
+    out = copy.deepcopy(state)
+    for path, t in new.items():
+        parent = out
+        for k in path[:-1]:
+            parent = parent[k]
+        if isinstance(parent, tuple):
+            raise DecisionError("A state given as a tuple cannot be guarded; pass a list.")
+        parent[path[-1]] = t
+    return out
+
+
+def repeats(state: Any, *, share: float = 0.2) -> list[tuple[int, int, int]]:
+    """Every copy of a sentence or line the state says three times or more, where such copies are ``share`` of it or more.
+
+    Returns ``(leaf, start, end)`` spans (as `cut` takes them in ``apart``). Sentences are
+    compared by their words and numbers (any case or spacing; three words at least). A
+    sentence said word for word three times or more, in copies that make up a fifth of the
+    state, is filler that dilutes the rest of it: every copy goes, the first included (the
+    fact that it was repeated is lost with it). Never the whole state: where nothing else
+    is left, nothing is returned.
+
+    Examples
+    --------
+    >>> t = "Lost parcel. " + "The weather is fine today. " * 3 + "Order 12."
+    >>> [t[a:b] for _, a, b in repeats(t)]
+    ['The weather is fine today. ', 'The weather is fine today. ', 'The weather is fine today. ']
+    >>> t = "Block my card. " + " ".join(f"Log line {i}: the job ran." for i in range(4))
+    >>> repeats(t), repeats("Fine day today. " * 3), repeats("A short note. Another. A short note. A short note.", share=0.9)
+    ([], [], [])
+    """
+    segs, count, total = [], {}, 0
+    for li, (_, text) in enumerate(leaves(state)):
+        total += len(text)
+        for a, b in _segments(text):
+            key = " ".join(re.findall(r"\w+", text[a:b].lower()))
+            segs.append((li, a, b, key))
+            count[key] = count.get(key, 0) + 1
+    out = [(li, a, b) for li, a, b, key in segs if count[key] > 2 and key.count(" ") >= 2]
+    rest = any(re.search(r"[^\W\d_]", k) for _, _, _, k in segs if count[k] <= 2 or k.count(" ") < 2)
+    return out if out and rest and sum(b - a for _, a, b in out) >= share * total else []

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judge.decisions.guard import state_variants, variant_cost
+from judge.decisions.pieces import canonical
 from judge.decisions.prompts import Plan, plan_question, state_text
 from judge.decisions.questions import Question, YesNo
 from judge.engine.protocol import (
@@ -207,7 +208,9 @@ def plan_request(scorer, tokenizer, styles: Mapping, state: Any, questions: Mapp
     tokens = {qid: max(0, len(it.ids) - n_state) + sum(len(o) for o in it.options)
               for (qid, vi, _), it in zip(entries, items) if vi == 0}
     text = state_text(state)
-    extra = {} if call_plan is None else variant_cost(text, variants, tokens, scorer.encode)
+    # a guard reads the state in its canonical form (`judge.decisions.pieces.canonical`): its variants priced on it
+    read = state_text(canonical(state)) if call_plan is not None and guard.canonical else text
+    extra = {} if call_plan is None else variant_cost(read, variants, tokens, scorer.encode)
     return RequestPlan(state, text, dict(questions), guard, call_plan, entries, items, keys, n_state, tokens, extra)
 
 
