@@ -124,3 +124,20 @@ def test_batch_parser_needs_labels_or_a_classifier():
     assert (a.inputs, a.labels, a.actors, a.func.__module__) == (["in.csv", "more/"], "a,b", 1, "judge.cli.batch")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["batch", "in.csv", "--output", "out"])
+
+
+@pytest.mark.parametrize("command", ["calibrate-decisions", "fit-decisions"])
+def test_labelled_file_commands_name_the_extra_when_pydantic_is_missing(command, tmp_path, monkeypatch, capsys):
+    """The wire parser is pydantic's: without it the command says which extra to install (exit 2), not a traceback."""
+    import sys
+
+    from judge.cli import main
+
+    for name in [m for m in sys.modules if m == "pydantic" or m.startswith(("pydantic.", "judge.server"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pydantic", None)  # import pydantic -> ModuleNotFoundError
+    path = tmp_path / "l.jsonl"
+    path.write_text('{"state": "x", "question": {"type": "noul"}, "label": true}\n')
+    assert main([command, str(path), "--out", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert "pydantic" in err and "trie-judge[serve]" in err

@@ -208,6 +208,17 @@ def _load_classifier(args):
     return clf, folder.resolve().name
 
 
+def _labelled_reader(command: str):
+    """`judge.server.wire.read_labelled`, or None after saying which extra it needs (the wire parser is pydantic's)."""
+    try:
+        from judge.server.wire import read_labelled
+    except ModuleNotFoundError as e:
+        print(f"judge {command}: reading labelled questions needs {e.name!r}, which the wire contract's parser uses; "
+              f"install it with pip install 'trie-judge[serve]'.", file=sys.stderr)
+        return None
+    return read_labelled
+
+
 def run_calibrate_decisions(args: argparse.Namespace) -> int:
     """Fit and write a decision calibration profile; prints a summary; returns 0.
 
@@ -230,8 +241,10 @@ def run_calibrate_decisions(args: argparse.Namespace) -> int:
     0
     """
     from judge.decisions import Decider, calibrate_decisions
-    from judge.server.wire import read_labelled
 
+    read_labelled = _labelled_reader("calibrate-decisions")
+    if read_labelled is None:
+        return 2
     cal = calibrate_decisions(read_labelled(args.file), Decider(args.model, device=args.device), bias=not args.no_bias)
     path = cal.save(args.out)
     temps = ", ".join(f"{k}={v:.3f}" for k, v in sorted(cal.temperature.items()))
@@ -261,8 +274,10 @@ def run_fit_decisions(args: argparse.Namespace) -> int:
     """
     from judge.decisions import Decider, DecisionError, fit_profile
     from judge.io import InputError
-    from judge.server.wire import read_labelled
 
+    read_labelled = _labelled_reader("fit-decisions")
+    if read_labelled is None:
+        return 2
     decider = Decider(args.model, device=args.device)
     try:
         prof = fit_profile(read_labelled(args.file), decider, cv=args.cv, features=args.features)
