@@ -330,20 +330,20 @@ class CompiledLabels:
         texts = list(texts)
         K = len(self.surfaces)
         step = o.batch_size
-        if search is not None:
-            mode, eps = search
-            if not texts or not self.searchable():
-                return None
+        def searched(cal, mode, eps):  # None where the bound does not apply (search_texts says: searchable())
             res = search_texts(self, texts, cal, mode, eps, budget=o.search_budget, batch_size=step)
-            return Scored(np.nan_to_num(res.dense(K), nan=-np.inf), "search", res)
+            return None if res is None else Scored(np.nan_to_num(res.dense(K), nan=-np.inf), "search", res)
+
+        if search is not None:
+            return searched(cal, *search)
         if not texts:
             return Scored(np.zeros((0, K)), self.method)
         if self.spec.shortlist is not None and self.label_seqs is not None:
             return Scored(score_shortlist(self, texts, self.shortlist().query(texts), batch_size=step), "shortlist")
-        if self.method == "search" and self.searchable():  # labels within search_tolerance of the mass, the rest -inf
-            res = search_texts(self, texts, None, "tolerance", o.search_tolerance, budget=o.search_budget,
-                               batch_size=step)
-            return Scored(np.nan_to_num(res.dense(K), nan=-np.inf), "search", res)
+        if self.method == "search":  # labels within search_tolerance of the mass, the rest -inf
+            r = searched(None, "tolerance", o.search_tolerance)
+            if r is not None:
+                return r
         if self.method == "decode":
             extras = think(self, texts, batch_size=step) if self.think else None
             return Scored(score_decode(self, texts, top_k=self.spec.top_k, batch_size=step, extras=extras), "decode")
