@@ -104,14 +104,24 @@ def _state_texts(plans) -> list[str]:
     return [next((t for t, u in p.pieces if u), "") for p in plans]
 
 
-def _blocks(head, hidden, texts) -> dict:
-    """The feature blocks ``head`` reads, for answer-slot states ``hidden`` (n, d) and state ``texts``."""
+def _embedded(embedder, texts, memo: dict) -> np.ndarray:
+    """Sentence vectors of ``texts`` (n, e): every text not in ``memo`` for this embedder embedded in one batch, once."""
+    from judge.encoders import get_encoder
+
+    spec = json.dumps(embedder, sort_keys=True, default=str)
+    new = sorted({t for t in texts if (spec, t) not in memo})
+    if new:
+        memo.update(zip(((spec, t) for t in new), np.asarray(get_encoder(embedder)(new), np.float64)))
+    return np.stack([memo[spec, t] for t in texts])
+
+
+def _blocks(head, hidden, texts, memo: dict) -> dict:
+    """The feature blocks ``head`` reads, for answer-slot states ``hidden`` (n, d) and state ``texts``
+    (sentence vectors through ``memo``: `_embedded`)."""
     names = [b for b, _ in head.blocks]
     out = {"hidden": hidden} if "hidden" in names else {}
     if "embed" in names:
-        from judge.encoders import get_encoder
-
-        out["embed"] = np.asarray(get_encoder(head.embedder)(list(texts)), np.float64)
+        out["embed"] = _embedded(head.embedder, list(texts), memo)
     if "tfidf" in names:
         out["tfidf"] = head.tfidf.encode(list(texts))
     return out
@@ -260,11 +270,18 @@ class DecisionProfile:
         plans = [entries[i][1] for i, _ in todo]
         H = _answer_states(decider, plans)
         texts = _state_texts(plans)
+        memo: dict = {}  # every distinct state embedded once per embedder, in one batch, for the whole call
+        by_embedder: dict = {}
+        for (_, head), t in zip(todo, texts):
+            if any(b == "embed" for b, _ in head.blocks):
+                by_embedder.setdefault(json.dumps(head.embedder, sort_keys=True, default=str), (head.embedder, []))[1].append(t)
+        for embedder, some in by_embedder.values():
+            _embedded(embedder, some, memo)
         for j, ((i, head), h) in enumerate(zip(todo, H)):
             q, _, z = entries[i]
             keys, canon = answer_keys(q), canonical_keys(q)
             perm = [keys.index(k) for k in canon]  # canonical position -> question position
-            lp = head.log_proba(np.asarray(z, np.float64)[perm][None], _blocks(head, h[None], texts[j:j + 1]))[0]
+            lp = head.log_proba(np.asarray(z, np.float64)[perm][None], _blocks(head, h[None], texts[j:j + 1], memo))[0]
             back = np.empty(len(keys))
             back[perm] = lp
             out[i] = back
@@ -362,7 +379,7 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
         warnings.warn(f"{len(few)} question shape(s) with a single labelled state are left zero-shot: "
                       f"{[render_value(g['q'].instructions)[:40] for g in few.values()][:5]}.", UserWarning,
                       stacklevel=2)
-    heads, questions = {}, {}
+    heads, questions, memo = {}, {}, {}  # memo: a state asked several questions is embedded once
     for key, g in per.items():
         if key in few:
             continue
@@ -372,9 +389,7 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
         texts = _state_texts(g["plans"])
         need = {b for c in cands for b in parse_features(c)[0]}
         if "embed" in need:
-            from judge.encoders import get_encoder
-
-            blocks["embed"] = np.asarray(get_encoder(embedder)(texts), np.float64)
+            blocks["embed"] = _embedded(embedder, texts, memo)
         tfidf = None
         if "tfidf" in need:  # word 1-2 grams fitted on this shape's labelled states (no labels: unsupervised)
             from judge.encoders import TfidfEncoder
