@@ -127,17 +127,21 @@ def test_batch_parser_needs_labels_or_a_classifier():
 
 
 @pytest.mark.parametrize("command", ["calibrate-decisions", "fit-decisions"])
-def test_labelled_file_commands_name_the_extra_when_pydantic_is_missing(command, tmp_path, monkeypatch, capsys):
-    """The wire parser is pydantic's: without it the command says which extra to install (exit 2), not a traceback."""
+def test_labelled_file_commands_name_the_extra_when_pydantic_is_missing(command, tmp_path):
+    """The wire parser is pydantic's: without it the command says which extra to install (exit 2), not a traceback.
+
+    Run in a fresh interpreter: blocking pydantic here would leave this process's ``judge.server``
+    package half re-imported (its submodules no longer its attributes) for the tests after it.
+    """
+    import subprocess
     import sys
 
-    from judge.cli import main
-
-    for name in [m for m in sys.modules if m == "pydantic" or m.startswith(("pydantic.", "judge.server"))]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "pydantic", None)  # import pydantic -> ModuleNotFoundError
     path = tmp_path / "l.jsonl"
     path.write_text('{"state": "x", "question": {"type": "noul"}, "label": true}\n')
-    assert main([command, str(path), "--out", str(tmp_path / "p.json")]) == 2
-    err = capsys.readouterr().err
-    assert "pydantic" in err and "trie-judge[serve]" in err
+    code = ("import sys; sys.modules['pydantic'] = None\n"  # import pydantic -> ModuleNotFoundError
+            "from judge.cli import main\n"
+            f"sys.exit(main([{command!r}, {str(path)!r}, '--out', {str(tmp_path / 'p.json')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "pydantic" in done.stderr and "trie-judge[serve]" in done.stderr
+    assert "Traceback" not in done.stderr
