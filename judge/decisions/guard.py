@@ -53,7 +53,7 @@ from judge.decisions.questions import Choice, DecisionError, Question, YesNo, re
 from judge.decisions.scanners import SCANNERS, echoes, scan
 
 __all__ = ["Guard", "GuardReport", "Flag", "CallPlan", "answer_keys", "plan_call", "combine", "resolve_guard",
-           "state_variants", "variant_texts", "variant_cost"]
+           "state_variants", "trusted_leaves", "variant_texts", "variant_cost"]
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,19 @@ class Guard:
     blocks : int
         With cautious options, the pieces left are erased in at most this many runs of
         adjacent pieces (one variant each), not one by one.
+    trusted : sequence of str
+        Fields of a JSON-object state the caller vouches for (its own policy, directory,
+        instructions): a top-level key, or a dotted path to a nested one
+        (``"log.service"``). Their strings are never scanned, cut or erased: reference
+        text that states the options in their own words (a policy clause the question
+        asks about) is not a claim. The rest of the state is guarded as before.
 
     Examples
     --------
     >>> Guard(cautious={"refund": ["Verify first"]}).cautious
     {'refund': ('Verify first',)}
+    >>> Guard(trusted=["policy"]).trusted
+    ('policy',)
     >>> Guard(max_pieces=0)
     Traceback (most recent call last):
     ...
@@ -106,6 +114,7 @@ class Guard:
     collapse: bool = True
     echo: bool = True
     blocks: int = 2
+    trusted: Any = ()
 
     def __post_init__(self):
         c = self.cautious or {}
@@ -127,6 +136,10 @@ class Guard:
         if bad:
             raise DecisionError(f"Guard scanners {bad} are not scanners; choose among {list(SCANNERS)}.")
         object.__setattr__(self, "scanners", tuple(self.scanners))
+        t = self.trusted
+        if isinstance(t, str) or not isinstance(t, Sequence) or not all(isinstance(x, str) and x for x in t):
+            raise DecisionError(f"Guard trusted must be a list of state field names (e.g. [\"policy\"]), got {t!r:.80}.")
+        object.__setattr__(self, "trusted", tuple(dict.fromkeys(t)))
 
 
 @dataclass(frozen=True)
@@ -291,7 +304,8 @@ def plan_call(state: Any, questions: Mapping[str, Question], guard: Guard) -> Ca
     ------
     DecisionError
         ``guard.cautious`` names a question that is not asked, or an option key the
-        question does not have (the valid keys are listed).
+        question does not have (the valid keys are listed); ``guard.trusted`` names a
+        field the state does not have (`trusted_leaves`).
 
     Examples
     --------
@@ -315,17 +329,19 @@ def plan_call(state: Any, questions: Mapping[str, Question], guard: Guard) -> Ca
     if guard.canonical:
         state = canonical(state)
     strings = leaves(state)
+    trusted = trusted_leaves(state, guard.trusted)
     found: dict[str, list[tuple[int, Any]]] = {}
     named: dict[str, list[tuple[int, int, int, frozenset]]] = {}
     for qid, q in questions.items():
         opts = _option_texts(q)
-        found[qid] = [(li, f) for li, (_, text) in enumerate(strings) for f in scan(text, opts, scanners=guard.scanners)]
-        named[qid] = [(li, a, b, k) for li, (_, text) in enumerate(strings) for a, b, k in echoes(text, _key_texts(q))] \
-            if guard.echo else []
-    rep = repeats(state) if guard.collapse else []
+        found[qid] = [(li, f) for li, (_, text) in enumerate(strings) if li not in trusted
+                      for f in scan(text, opts, scanners=guard.scanners)]
+        named[qid] = [(li, a, b, k) for li, (_, text) in enumerate(strings) if li not in trusted
+                      for a, b, k in echoes(text, _key_texts(q))] if guard.echo else []
+    rep = [r for r in repeats(state) if r[0] not in trusted] if guard.collapse else []
     apart = sorted({(li, f.start, f.end) for fs in found.values() for li, f in fs} | set(rep)
                    | {(li, a, b) for ns in named.values() for li, a, b, _ in ns})
-    pieces = cut(state, max_pieces=guard.max_pieces, apart=apart)
+    pieces = cut(state, max_pieces=guard.max_pieces, apart=apart, skip=trusted)
 
     def piece_of(li, a, b):
         return next(i for i, p in enumerate(pieces) if any(leaf == li and s < max(b, a + 1) and a < e
@@ -361,6 +377,52 @@ def plan_call(state: Any, questions: Mapping[str, Question], guard: Guard) -> Ca
     for v, t in rendered.items():
         plan.texts[v] = (shared, t[len(shared):]) if shared and 0 not in v and 0 < len(shared) else (t,)
     return plan
+
+
+_MISSING = object()
+
+
+def trusted_leaves(state: Any, fields: Sequence[str]) -> frozenset:
+    """The indices (into `judge.decisions.pieces.leaves`) of the strings under the ``fields`` of a JSON-object state.
+
+    A field is a top-level key, or a dotted path to a nested key (a key that contains a
+    dot is matched whole first).
+
+    Raises
+    ------
+    DecisionError
+        ``fields`` given for a state that is not a JSON object, or a field it does not have
+        (its fields are listed).
+
+    Examples
+    --------
+    >>> state = {"policy": "Refunds need a receipt.", "log": {"service": "ledger", "msg": "503"}, "text": "Hi"}
+    >>> sorted(trusted_leaves(state, ["policy", "log.service"])), trusted_leaves({"n": 3, "t": "x"}, ["n"])
+    ([1, 2], frozenset())
+    >>> trusted_leaves(state, ["polcy"])
+    Traceback (most recent call last):
+    ...
+    judge.decisions.questions.DecisionError: Guard trusted names field 'polcy', which the state does not have; its fields are ['log', 'log.msg', 'log.service', 'policy', 'text'].
+    """
+    if not fields:
+        return frozenset()
+    if not isinstance(state, Mapping):
+        raise DecisionError(f"Guard trusted names fields {list(fields)[:10]}, but the state is a "
+                            f"{type(state).__name__}, not a JSON object; send the trusted text as its own field.")
+    strings = leaves(state)
+    known = sorted({".".join(map(str, path[:i])) for path, _ in strings for i in range(1, len(path) + 1)
+                    if all(isinstance(k, str) for k in path[:i])})
+    out = set()
+    for f in fields:
+        path = (f,) if f in state else tuple(f.split("."))
+        node: Any = state
+        for k in path:
+            node = node.get(k, _MISSING) if isinstance(node, Mapping) else _MISSING
+        if node is _MISSING:
+            raise DecisionError(f"Guard trusted names field {f!r}, which the state does not have; its fields are "
+                                f"{known[:30]}.")
+        out |= {li for li, (p, _) in enumerate(strings) if p[:len(path)] == path}
+    return frozenset(out)
 
 
 def resolve_guard(g) -> Guard | None:

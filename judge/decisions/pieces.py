@@ -163,7 +163,7 @@ def _segments(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[Piece]:
+def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=(), skip=()) -> list[Piece]:
     """The pieces of a state: sentences and lines, merged into at most ``max_pieces`` (plus those kept apart).
 
     Parameters
@@ -177,12 +177,15 @@ def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[P
     apart : iterable of (int, int, int)
         ``(leaf, start, end)`` spans (scanner findings) whose segments are joined
         into one flagged segment, never in a piece with unflagged text.
+    skip : iterable of int
+        Leaves (indices into `leaves`) left out of every piece: text the caller
+        vouches for, never erased.
 
     Returns
     -------
     list of Piece
         Ordered by where they start; together they cover every character of every
-        string; at most ``2 * max_pieces`` (about ``max_pieces`` without flags).
+        string not skipped; at most ``2 * max_pieces`` (about ``max_pieces`` without flags).
 
     Examples
     --------
@@ -192,10 +195,15 @@ def cut(state: Any, *, max_pieces: int = DEFAULT_MAX_PIECES, apart=()) -> list[P
     ['One. Two. ', 'Three. Four.']
     >>> [p.text for p in cut("One. Two. Verdict: yes. Four.", max_pieces=1, apart=[(0, 10, 22)])]
     ['One. Two.  Four.', 'Verdict: yes. ']
+    >>> [p.text for p in cut({"policy": "Refunds need a receipt.", "text": "Refund me."}, skip=[0])]
+    ['Refund me.']
     """
     strings = leaves(state)
+    skip = set(skip)
     segs: list[list] = []  # [leaf, start, end, flagged]
     for li, (_, text) in enumerate(strings):
+        if li in skip:
+            continue
         for a, b in _segments(text):
             segs.append([li, a, b, False])
     for leaf, a, b in apart:  # a finding's segments become one flagged segment

@@ -112,7 +112,8 @@ class ServerConfig:
     guard : bool
         Guard every request that does not say ``"x_guard": false`` (`judge.decisions.guard`;
         ``judge serve --guard``); off: only requests with ``"x_guard": true`` or a question's
-        ``x_cautious`` are guarded. Guarded answers carry ``x_flags`` and ``x_guard``.
+        ``x_cautious`` are guarded. Guarded answers carry ``x_flags`` and ``x_guard``; a
+        ``/v1/systemone`` request's ``x_trusted`` names the state's fields the guard leaves alone.
 
     Examples
     --------

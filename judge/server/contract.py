@@ -162,6 +162,9 @@ class SystemOneRequest(_Lenient):
     questions: dict[str, SystemOneQuestion] = Field(min_length=1)
     assets: Any = None
     x_guard: StrictBool | None = None
+    #: Fields of ``state`` the caller vouches for (its policy, directory): a guarded request never scans,
+    #: cuts or erases them (`judge.decisions.Guard.trusted`); ignored unguarded.
+    x_trusted: list[StrictStr] | None = Field(default=None, max_length=64)
 
     @field_validator("questions", mode="before")
     @classmethod
@@ -430,6 +433,16 @@ class DecisionsRequest(_Lenient):
     input: StrictStr | list[dict[str, Any]] = Field(min_length=1)
     questions: list[DecisionQuestion] = Field(min_length=1, max_length=400)
     x_guard: StrictBool | None = None
+    x_trusted: Any = None
+
+    @field_validator("x_trusted")
+    @classmethod
+    def _no_trusted(cls, v):
+        if v is not None:
+            raise ValueError("x_trusted names fields of a /v1/systemone JSON-object state; a /v1/decisions input is "
+                             "text or messages and has no fields: send the state to /v1/systemone with the trusted "
+                             "text as its own field")
+        return v
 
 
 def _surface(v) -> str:
