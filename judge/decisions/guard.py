@@ -330,14 +330,14 @@ def plan_call(state: Any, questions: Mapping[str, Question], guard: Guard) -> Ca
         state = canonical(state)
     strings = leaves(state)
     trusted = trusted_leaves(state, guard.trusted)
+    guarded = [(li, text) for li, (_, text) in enumerate(strings) if li not in trusted]  # what the scanners read
     found: dict[str, list[tuple[int, Any]]] = {}
     named: dict[str, list[tuple[int, int, int, frozenset]]] = {}
     for qid, q in questions.items():
         opts = _option_texts(q)
-        found[qid] = [(li, f) for li, (_, text) in enumerate(strings) if li not in trusted
-                      for f in scan(text, opts, scanners=guard.scanners)]
-        named[qid] = [(li, a, b, k) for li, (_, text) in enumerate(strings) if li not in trusted
-                      for a, b, k in echoes(text, _key_texts(q))] if guard.echo else []
+        found[qid] = [(li, f) for li, text in guarded for f in scan(text, opts, scanners=guard.scanners)]
+        named[qid] = [(li, a, b, k) for li, text in guarded for a, b, k in echoes(text, _key_texts(q))] \
+            if guard.echo else []
     rep = [r for r in repeats(state) if r[0] not in trusted] if guard.collapse else []
     apart = sorted({(li, f.start, f.end) for fs in found.values() for li, f in fs} | set(rep)
                    | {(li, a, b) for ns in named.values() for li, a, b, _ in ns})
@@ -410,15 +410,15 @@ def trusted_leaves(state: Any, fields: Sequence[str]) -> frozenset:
         raise DecisionError(f"Guard trusted names fields {list(fields)[:10]}, but the state is a "
                             f"{type(state).__name__}, not a JSON object; send the trusted text as its own field.")
     strings = leaves(state)
-    known = sorted({".".join(map(str, path[:i])) for path, _ in strings for i in range(1, len(path) + 1)
-                    if all(isinstance(k, str) for k in path[:i])})
     out = set()
     for f in fields:
         path = (f,) if f in state else tuple(f.split("."))
         node: Any = state
         for k in path:
             node = node.get(k, _MISSING) if isinstance(node, Mapping) else _MISSING
-        if node is _MISSING:
+        if node is _MISSING:  # the fields listed only here: a request that names real ones pays nothing for it
+            known = sorted({".".join(map(str, p[:i])) for p, _ in strings for i in range(1, len(p) + 1)
+                            if all(isinstance(k, str) for k in p[:i])})
             raise DecisionError(f"Guard trusted names field {f!r}, which the state does not have; its fields are "
                                 f"{known[:30]}.")
         out |= {li for li, (p, _) in enumerate(strings) if p[:len(path)] == path}

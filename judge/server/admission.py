@@ -312,7 +312,7 @@ class Admission:
         cautious = cautious_of(req)
         on = req.x_guard if req.x_guard is not None else (self.guard or bool(cautious))
         try:
-            guard = Guard(cautious=cautious, trusted=tuple(getattr(req, "x_trusted", None) or ())) if on else None
+            guard = Guard(cautious=cautious, trusted=tuple(req.x_trusted or ())) if on else None
         except DecisionError as e:
             raise Invalid(str(e)) from None
         return req, self.price(state, questions, guard)
