@@ -279,10 +279,10 @@ def neutral(args) -> None:
     base = {r["case"]: r for r in rows if r["family"] == "base"}
     right = {c for c, r in base.items() if r["alone"] == CASES[c]["gold"]}
     out = {"seed": args.seed, "cases": len(CASES), "eligible_cases": len(right), "rule": AVERAGE_RULE, "arms": {}}
+    ctl = [r for r in rows if r["family"] in ("base", "neutral", "format")]
+    neu = [r for r in rows if r["family"] == "neutral"]
+    fmt = [r for r in rows if r["family"] == "format"]
     for a in arms:
-        ctl = [r for r in rows if r["family"] in ("base", "neutral", "format")]
-        neu = [r for r in rows if r["family"] == "neutral"]
-        fmt = [r for r in rows if r["family"] == "format"]
         fams: dict[str, list[bool]] = {}
         for r in rows:
             if r["target"] is not None and r["case"] in right:

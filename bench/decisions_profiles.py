@@ -108,9 +108,23 @@ def _summary(cards) -> dict:
             "median_ece_over_floor": statistics.median(eofs) if eofs else None}
 
 
+def _training(train, gens, n: int, seed: int, features: str):
+    """The first ``n`` training items per generator written as labelled lines; (lines, saved profile, its stamp, digest).
+
+    The stamp holds the digest of the lines a saved profile was fitted on: a profile is reused only for
+    byte-identical lines (fit_profile is deterministic).
+    """
+    from bench._decisions_data import labelled_jsonl
+
+    part = [it for g in gens for it in [x for x in train if x.metadata["generator"] == g][:n]]
+    lines = labelled_jsonl(part, CACHE / f"train_{seed}_n{n}.jsonl")
+    saved = CACHE / f"profile_s{seed}_n{n}_{features}.json"
+    return lines, saved, saved.with_suffix(".lines.sha256"), hashlib.sha256(lines.read_bytes()).hexdigest()
+
+
 def run(args) -> None:
     from bench._common import load_bench_model
-    from bench._decisions_data import GENERATORS, CachedScorer, labelled_jsonl, task_items
+    from bench._decisions_data import GENERATORS, CachedScorer, task_items
     from judge.decisions import Decider, DecisionProfile, fit_profile
     from judge.engine import Engine
     from judge.server.wire import read_labelled
@@ -134,12 +148,7 @@ def run(args) -> None:
     arms = {"zero-shot": zero}
     fits = {}
     for n in args.ns:
-        part = [it for g in gens for it in [x for x in train if x.metadata["generator"] == g][:n]]
-        tag = f"_{args.features}"
-        target, saved = CACHE / f"train_{args.train_seed}_n{n}.jsonl", CACHE / f"profile_s{args.train_seed}_n{n}{tag}.json"
-        stamp = saved.with_suffix(".lines.sha256")  # the digest of the lines the saved profile was fitted on
-        path = labelled_jsonl(part, target)
-        digest = hashlib.sha256(target.read_bytes()).hexdigest()
+        path, saved, stamp, digest = _training(train, gens, n, args.train_seed, args.features)
         t0 = time.perf_counter()
         if args.reuse_profiles and saved.exists() and stamp.exists() and stamp.read_text() == digest:
             # the profile fitted earlier on exactly these lines (fit_profile is deterministic): not refitted
@@ -203,17 +212,9 @@ def _plant(state, text: str, where: str, trusted=()):
     """``state`` with ``text`` put into its longest string outside the ``trusted`` fields (at its start or end); a copy."""
     import copy
 
-    def strings(x, path=()):
-        if isinstance(x, str):
-            yield path, x
-        elif isinstance(x, dict):
-            for k, v in x.items():
-                yield from strings(v, path + (k,))
-        elif isinstance(x, list):
-            for i, v in enumerate(x):
-                yield from strings(v, path + (i,))
+    from judge.decisions.pieces import leaves
 
-    path, old = max(((p, v) for p, v in strings(state) if not p or p[0] not in trusted), key=lambda pv: len(pv[1]))
+    path, old = max(((p, v) for p, v in leaves(state) if not p or p[0] not in trusted), key=lambda pv: len(pv[1]))
     new = f"{text} {old}" if where == "start" else f"{old} {text}"
     if not path:
         return new
@@ -229,19 +230,16 @@ def attack(args) -> None:
     import random
 
     from bench._common import load_bench_model
-    from bench._decisions_data import GENERATORS, CachedScorer, labelled_jsonl, task_items
+    from bench._decisions_data import GENERATORS, CachedScorer, task_items
     from bench._decisions_guard_cases import CLAIMS
     from judge.decisions import Choice, Decider, DecisionProfile, Guard
     from judge.decisions.guard import answer_keys
     from judge.engine import Engine
 
     gens = list(GENERATORS)
-    saved = CACHE / f"profile_s{args.train_seed}_n{args.n}_{args.features}.json"
-    stamp = saved.with_suffix(".lines.sha256")
-    part = [it for g in gens for it in [x for x in task_items(gens, args.n, args.train_seed)
-                                        if x.metadata["generator"] == g][:args.n]]
-    target = labelled_jsonl(part, CACHE / f"train_{args.train_seed}_n{args.n}.jsonl")
-    if not (saved.exists() and stamp.exists() and stamp.read_text() == hashlib.sha256(target.read_bytes()).hexdigest()):
+    _, saved, stamp, digest = _training(task_items(gens, args.n, args.train_seed), gens, args.n, args.train_seed,
+                                        args.features)
+    if not (saved.exists() and stamp.exists() and stamp.read_text() == digest):
         raise SystemExit(f"no profile fitted on these training lines at {saved}: run `python -m bench.decisions_profiles "
                          f"run --ns {args.n} --features {args.features} --train-seed {args.train_seed}` first")
     model, tok = load_bench_model(None, device="cpu")
