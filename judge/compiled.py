@@ -297,7 +297,8 @@ class CompiledLabels:
                 and isinstance(self.engine, TreeSearch) and self.engine.path_ == "tree"
                 and self.option_trie is not None and self.option_trie.prefix_free)
 
-    def score(self, texts, options: ScoreOptions | None = None, *, search=None, cal=None) -> Scored | None:
+    def score(self, texts, options: ScoreOptions | None = None, *, search=None, cal=None,
+              full: bool = False) -> Scored | None:
         """Score ``texts`` by this set's path: the one dispatch (shortlist, search, decode, exact).
 
         Parameters
@@ -309,6 +310,9 @@ class CompiledLabels:
             Given: the certified search in that mode, after ``cal``'s bias and temperature,
             or None where it does not apply (the caller then scores in full).
         cal : judge.calibration.state.Calibration, optional
+        full : bool
+            Every label scored exactly on the ``search`` path too (what the label-free prior is
+            computed from: it must be the distribution full scoring gives, not one within a tolerance).
 
         Returns
         -------
@@ -340,7 +344,7 @@ class CompiledLabels:
             return Scored(np.zeros((0, K)), self.method)
         if self.spec.shortlist is not None and self.label_seqs is not None:
             return Scored(score_shortlist(self, texts, self.shortlist().query(texts), batch_size=step), "shortlist")
-        if self.method == "search":  # labels within search_tolerance of the mass, the rest -inf
+        if self.method == "search" and not full:  # labels within search_tolerance of the mass, the rest -inf
             r = searched(None, "tolerance", o.search_tolerance)
             if r is not None:
                 return r
@@ -478,12 +482,13 @@ def _compile_prompt(spec: LabelSpec, eng, prompt, method=None) -> CompiledLabels
                           max_tokens, spec.think, spec.think_tokens, automaton=automaton, option_trie=trie)
 
 
-def zero_shot_scores(clf, texts) -> np.ndarray:
+def zero_shot_scores(clf, texts, *, full: bool = False) -> np.ndarray:
     """``clf``'s language-model label log-probabilities by its path, before any ``fit`` or fusion: (n, K).
 
     ``clf`` is a :class:`judge.Classifier`: its compiled set scores with its run options
     (:func:`options_of`). The certified search's report, where one ran, is not kept here
-    (``Classifier.decision_function`` keeps it in ``search_report_``).
+    (``Classifier.decision_function`` keeps it in ``search_report_``). ``full``: every label
+    scored exactly on the ``search`` path too (:meth:`CompiledLabels.score`).
 
     Examples
     --------
@@ -493,4 +498,4 @@ def zero_shot_scores(clf, texts) -> np.ndarray:
     >>> zero_shot_scores(Classifier(["yes", "no"], model, tokenizer=tok), ["Is it?"]).shape
     (1, 2)
     """
-    return clf.compiled_.score(texts, options_of(clf)).scores
+    return clf.compiled_.score(texts, options_of(clf), full=full).scores

@@ -187,13 +187,55 @@ def test_auto_searches_above_decode_above_and_keeps_beam_search_on_request(tiny_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pred = clf.predict(TEXTS[:2])
-        exact = Classifier(labels, model, tokenizer=tok, method="exact").decision_function(TEXTS[:2])
-    assert list(pred) == [labels[i] for i in exact.argmax(1)]
+        exact = Classifier(labels, model, tokenizer=tok, method="exact")
+        want = exact.predict_proba(TEXTS[:2])  # the default prior applied, as on the search path
+    assert list(pred) == [labels[i] for i in want.argmax(1)]
     p = clf.predict_proba(TEXTS[:2])  # the search path's default tolerance
-    assert (0.5 * np.abs(p - softmax(exact)).sum(1) <= clf.search_tolerance + 1e-9).all()
+    assert (0.5 * np.abs(p - want).sum(1) <= clf.search_tolerance + 1e-9).all()
     s = clf.decision_function(TEXTS[:2])
     assert np.isfinite(s).any(axis=1).all() and np.isneginf(s).any()  # unexpanded labels: -inf
     assert Classifier(labels, model, tokenizer=tok, method="decode").setup().method_ == "decode"
+
+
+@pytest.mark.parametrize("k,decode_above", [(40, 2000), (60, 30)])
+@pytest.mark.parametrize("prior", ["auto", "contextual", None])
+def test_every_path_answers_by_one_definition_above_and_below_decode_above(tiny_llama, k, decode_above, prior):
+    """The default answer is the argmax of full exact scoring after the classifier's own prior, whichever path
+    ``auto`` takes (exact below ``decode_above``, the certified search above): the search's bound carries the
+    prior's per-label bias. (Issue 43: above decode_above the search used to ignore the default prior while
+    reporting its answers certified.)"""
+    model, tok = tiny_llama
+    labels = icd_codes(k, 7)
+    texts = TEXTS + ["a cough that will not go away", "broken left wrist after a fall"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = Classifier(labels, model, tokenizer=tok, decode_above=decode_above, prior=prior)
+        exact = Classifier(labels, model, tokenizer=tok, method="exact", prior=prior)
+        assert clf.setup().method_ == ("search" if k > decode_above else "exact")
+        assert clf.prior_for(len(texts)) == exact.prior_for(len(texts)) == (None if prior is None else "contextual")
+        want = exact.predict_proba(texts)
+        raw = exact.decision_function(texts)
+        pred = clf.predict(texts)
+        proba = clf.predict_proba(texts)
+    assert list(pred) == [labels[i] for i in want.argmax(1)]
+    if k > decode_above:
+        assert clf.search_report_ is not None and bool(clf.search_report_.certified.all())
+    assert (0.5 * np.abs(proba - want).sum(1) <= clf.search_tolerance + 1e-9).all()
+    if prior is not None:  # the prior really moves answers here, so the check above could fail
+        np.testing.assert_allclose(clf.zero_shot_prior(), exact.zero_shot_prior(), atol=1e-9)
+        assert (want.argmax(1) != raw.argmax(1)).any()
+
+
+def test_a_prior_the_path_cannot_apply_is_refused_not_ignored(tiny_llama):
+    model, tok = tiny_llama
+    labels = ["card arrival", "card linking", "exchange rate", "pin blocked", "top up failed", "lost card"]
+    auto = Classifier(labels, model, tokenizer=tok, method="exact", shortlist=2, shortlist_encoder="tfidf")
+    assert auto.prior_for(3) is None  # the default: no prior where only some labels are scored (documented)
+    for kw in ({"shortlist": 2, "shortlist_encoder": "tfidf"}, {"method": "decode"}):
+        clf = Classifier(labels, model, tokenizer=tok, prior="contextual", **kw)
+        with pytest.raises(ValueError, match=r"prior='contextual' cannot be applied on (a shortlist|the decode "
+                                             r"path).*Use prior='auto'"):
+            clf.predict(["my card arrival is late"])
 
 
 def test_shortlist_scores_its_labels_exactly_and_reports_recall(tiny_llama):

@@ -101,9 +101,14 @@ class CalibratedMixin:
     def prior_for(self, n_texts: int) -> str | None:
         """Which label-free prior a call of ``n_texts`` texts gets now: ``"contextual"``, ``"batch"`` or None.
 
-        None once :meth:`calibrate` or ``fit`` has run (they replace it), with ``prior=None`` /
-        ``"none"``, for a single label, and on paths that do not score every label (certified
-        search over a huge label set, decode, a shortlist). ``batch`` needs at least two texts and
+        The same on every path that scores every label (exact, first token, and the certified
+        search over a huge label set, whose bound carries the prior's per-label bias: its answer is
+        the argmax of full exact scoring *after* the prior). None once :meth:`calibrate` or ``fit``
+        has run (they replace it), with ``prior=None`` / ``"none"``, for a single label, with an
+        embedder (the fusion divides the LM's prior out itself), and with the default ``"auto"`` on
+        the paths that score only some labels (``decode``, a shortlist), where no prior over all K
+        labels is computed; an explicit ``"contextual"`` or ``"batch"`` there is refused
+        (ValueError) rather than ignored. ``batch`` needs at least two texts and
         ``batch_invariant=False`` (else ``contextual``).
 
         Examples
@@ -116,16 +121,34 @@ class CalibratedMixin:
         ('contextual', 'contextual')
         >>> Classifier(["yes", "no"], model, tokenizer=tok, prior="batch").prior_for(100)
         'batch'
+        >>> Classifier(["yes", "no"], model, tokenizer=tok, method="search").prior_for(3)
+        'contextual'
         """
         if self.calibration_ is not None or getattr(self, "adaptation_", None) is not None or len(self.labels) < 2 \
                 or getattr(self, "embedder", None) is not None:  # fusion divides the LM's prior out itself
             return None
         p = "contextual" if self.prior == "auto" else self.prior
-        if p in (None, "none") or self.shortlist is not None or self.compiled_.method not in ("exact", "first_token"):
+        if p in (None, "none") or not self._prior_applies():
             return None
         if p == "batch" and (n_texts < 2 or self.batch_invariant):
             p = "contextual"  # one text's answer must not depend on the others in its call
         return p
+
+    def _prior_applies(self) -> bool:
+        """Whether the path scores every label (exact, first token, search), so a label-free prior can apply.
+
+        Raises ValueError where ``prior`` asks for one explicitly on a path that cannot apply it."""
+        partial = "a shortlist" if self.shortlist is not None else \
+            "the decode path" if self.compiled_.method == "decode" else None
+        if partial is None:
+            return True
+        if self.prior not in ("auto", None, "none"):
+            raise ValueError(
+                f"prior={self.prior!r} cannot be applied on {partial}: it scores only some of the "
+                f"{len(self.labels)} labels per text, and the prior is a correction over all of them. Use "
+                f"prior='auto' (no prior on this path) or None, or method='search' without a shortlist "
+                f"(the certified argmax with the prior applied).")
+        return False
 
     def _calibration_for(self, kind, scores=None):
         """What maps a call's raw scores to probabilities: ``calibration_``, a prior-only Calibration, or None."""
@@ -143,6 +166,8 @@ class CalibratedMixin:
 
         The mean of the zero-shot label distributions of :data:`judge.calibration.CONTENT_FREE` (raw
         language-model scores: no fit, no calibration, no embedder), cached with the compiled labels.
+        Every label is scored exactly, on the ``search`` path too (once per label set: for a huge
+        label set this is the cost of fully scoring three short inputs).
 
         Examples
         --------
@@ -155,13 +180,14 @@ class CalibratedMixin:
         """
         from judge.compiled import zero_shot_scores
 
-        return self.compiled_.derived("label_prior", lambda: contextual_bias(zero_shot_scores(self, list(CONTENT_FREE))))
+        return self.compiled_.derived("label_prior", lambda: contextual_bias(
+            zero_shot_scores(self, list(CONTENT_FREE), full=True)))
 
     def _offset_scores(self, texts) -> np.ndarray:
         """The zero-shot log-scores a fitted head starts from: after the contextual prior, as one text gets them."""
         s = self._zero_shot_scores(texts)
         if self.prior in (None, "none") or len(self.labels) < 2 or getattr(self, "embedder", None) is not None \
-                or self.shortlist is not None or self.compiled_.method not in ("exact", "first_token"):
+                or not self._prior_applies():
             return s
         strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
         return Calibration.prior_only(tuple(self.labels), strength * self.zero_shot_prior()).transform_log(s)
