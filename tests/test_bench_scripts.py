@@ -77,13 +77,34 @@ def test_calibration_variants_skips_folders_without_a_calibrated_run(tmp_path, c
     assert json.loads((tmp_path / "v.json").read_text()) == []  # tests/test_cli.py runs it on a real run
 
 
-def test_gpu_says_there_is_no_device(capsys):
+def test_gpu_fails_clearly_without_a_device(capsys):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here: bench/gpu.py would run in full")
-    assert _main("gpu") == 0
-    assert "no CUDA device here" in capsys.readouterr().out
+    assert _main("gpu", "--all") == 2
+    assert "no CUDA device here" in capsys.readouterr().err
+
+
+def test_gpu_dry_run_writes_every_section(tmp_path):
+    """The GPU command's CPU dry run (``--cpu --quick``): every section runs on the real code paths."""
+    import time
+
+    t0 = time.perf_counter()
+    out = _subprocess("-m", "bench.gpu", "--all", "--cpu", "--quick", "--data-dir", str(shared_path("datasets")),
+                      "--json", str(tmp_path / "g.json"), timeout=300)
+    took = time.perf_counter() - t0
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rec = json.loads((tmp_path / "g.json").read_text())
+    assert set(rec) >= {"env", "exactness", "throughput", "dtype", "vllm"}
+    assert not any("error" in rec[s] for s in ("env", "exactness", "throughput", "dtype", "vllm"))
+    assert rec["exactness"]["float32"]["max_abs_diff"] < 1e-4  # the engine against the brute force
+    rows = rec["throughput"]["rows"]
+    assert {k.split("@")[0] for k in rows} == {"exact", "predict", "certified", "certified_no_prior", "first_token",
+                                               "exact_bf16"}
+    assert all(r["texts_per_s"] > 0 for r in rows.values())
+    assert rows["certified@1"]["certified"] == 1.0 and rows["certified@1"]["tokens_fed_per_text"] > 0
+    assert took < 180, f"the dry run took {took:.0f} s (CI's budget for it: about a minute on a quiet machine)"
 
 
 def test_token_classes(tmp_path):
