@@ -470,7 +470,9 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         (:mod:`judge.engine.search`): the answer is *certified*. Past
         ``search_budget`` tokens for a text the best label found is returned,
         with a warning; ``search_report_`` holds ``certified`` and ``gap`` per
-        text. With ``abstain=True`` the full distribution is computed (the
+        text. Where the model computes on a GPU the exact path scores in full
+        instead, the same argmax found faster there
+        (:meth:`judge.compiled.CompiledLabels.search_pays`). With ``abstain=True`` the full distribution is computed (the
         threshold needs the true top probability); :meth:`predict_records` says why each None.
 
         Returns
@@ -492,7 +494,8 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         texts = check_texts(texts)
         kind = self.prior_for(len(texts))
         cal = self._calibration_for(kind)
-        res = None if abstain or not texts or kind == "batch" else self._search(texts, cal, "argmax", 0.0)
+        searched = not (abstain or not texts or kind == "batch") and self.compiled_.search_pays()
+        res = self._search(texts, cal, "argmax", 0.0) if searched else None
         if res is not None:  # the exact argmax, proven by the prefix bound, without full scoring
             top = res.argmax(*((cal.bias, cal.temperature) if cal is not None else ()))
         else:

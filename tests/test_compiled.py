@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import torch
 import pytest
 
 from judge import Classifier
@@ -103,3 +104,28 @@ def test_capabilities_are_checked_and_refused_clearly(pair):
         local_model(object(), "think=True")
     assert isinstance(ref, LocalModel)  # the reference runs the model here: the server sizes its memory on it
     assert not dataclasses.replace(c, engine=ref).searchable()  # the reference cannot search
+
+
+def test_predict_searches_on_cpu_and_scores_in_full_where_the_model_is_on_a_gpu(pair, monkeypatch):
+    """search_pays: the exact path proves its argmax by the search on the CPU only; the answer is the same."""
+    model, tok = pair
+    labels = [f"label {w}" for w in ("alpha beta", "alpha gamma", "delta", "epsilon zeta", "eta", "theta iota")]
+    texts = ["Where is my card?", "what rate for euros", "my pin is blocked", "top up failed"]
+    clf = Classifier(labels, model, tokenizer=tok, method="exact")
+    c = clf.compiled_
+    assert c.search_pays()  # the tiny model computes on the CPU
+    on_cpu = clf.predict(texts)
+    assert clf.search_report_ is not None and clf.search_report_.certified.all()
+
+    class OnGPU:  # what search_pays reads of a LocalModel scorer: where its weights are
+        model_ = torch.nn.Linear(1, 1, device="meta")
+        dtype_ = torch.float32
+
+    gpu = dataclasses.replace(c, engine=OnGPU())
+    assert isinstance(gpu.engine, LocalModel) and not gpu.search_pays()
+    assert dataclasses.replace(c, method="search", engine=OnGPU()).search_pays()  # huge K: always
+    clf2 = Classifier(labels, model, tokenizer=tok, method="exact")
+    monkeypatch.setattr(CompiledLabels, "search_pays", lambda self: False)
+    assert list(clf2.predict(texts)) == list(on_cpu)
+    assert clf2.search_report_ is None  # scored in full: no search ran
+    assert list(clf2.predict(texts)) == list(clf2.classes_[clf2.predict_proba(texts).argmax(1)])
