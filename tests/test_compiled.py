@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from judge import Classifier
 from judge.compiled import CompiledLabels, LabelSpec, ScoreOptions, compile_labels
