@@ -12,7 +12,8 @@ it (sizes, checksums: :mod:`judge._cache`, a few milliseconds) and converts it a
 Where a name is looked up, in order (:func:`locate_model`): the packaged aliases; a local
 folder; a hub id already in the Hugging Face cache (loaded without touching the network);
 else the hub itself, only when it is reachable. Offline (``HF_HUB_OFFLINE=1``, or the hub's
-host does not answer within a second) a name found nowhere is refused at once, with the
+host does not answer within a second, even where name resolution hangs; a failed probe is
+reused for a minute) a name found nowhere is refused at once, before torch is imported, with the
 close matches among the packaged aliases and the cached models, instead of transformers'
 retries (about 50 s). Transformers' per-load "Loading weights" bar is shown only for loads
 that take long (more than :data:`QUIET_LOAD_BYTES` of weights, or a download).
@@ -27,6 +28,8 @@ import functools
 import importlib.util
 import logging
 import os
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -229,10 +232,19 @@ def _cached_snapshot(name: str) -> Path | None:
     return Path(hit).parent if isinstance(hit, str) else None
 
 
+#: A failed probe of the hub is reused this long (seconds), so a second name found nowhere fails at once.
+_PROBE_TTL_S = 60.0
+_FAILED_PROBES: dict[tuple[str, int], tuple[float, str]] = {}  # (host, port) -> (time.monotonic(), why)
+
+
 def _hub_unreachable() -> str | None:
-    """Why the hub cannot be reached (offline mode, or no answer from its host within a second), or None."""
+    """Why the hub cannot be reached (offline mode, or no answer from its host within a second), or None.
+
+    The probe (name resolution and a TCP connect) runs in a daemon thread waited on for one second, since
+    name resolution has no timeout of its own and can hang for tens of seconds; a failed probe is reused
+    for :data:`_PROBE_TTL_S` seconds.
+    """
     import socket
-    import threading
     from urllib.parse import urlparse
 
     from huggingface_hub import constants
@@ -244,6 +256,9 @@ def _hub_unreachable() -> str | None:
         return "HF_HUB_OFFLINE is set"
     url = urlparse(constants.ENDPOINT)
     host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    hit = _FAILED_PROBES.get((host, port))
+    if hit is not None and time.monotonic() - hit[0] < _PROBE_TTL_S:
+        return hit[1]
     result: list = []
 
     def probe():
@@ -253,10 +268,14 @@ def _hub_unreachable() -> str | None:
         except OSError as err:
             result.append(f"{host} is not reachable: {err.strerror or err}")
 
-    t = threading.Thread(target=probe, daemon=True)  # name resolution has no timeout of its own
+    started = time.monotonic()
+    t = threading.Thread(target=probe, name="judge-hub-probe", daemon=True)
     t.start()
-    t.join(1.5)
-    return result[0] if result else f"{host} did not answer within a second"
+    t.join(1.0)
+    why = result[0] if result else f"{host} did not answer within a second"
+    if why is not None:
+        _FAILED_PROBES[(host, port)] = (started, why)
+    return why
 
 
 def _known_names() -> list[str]:
@@ -412,6 +431,17 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     >>> type(model).__name__, len(tok)
     ('LlamaForCausalLM', 49152)
     """
+    if model is None or isinstance(model, (str, os.PathLike)):
+        # located before torch and transformers are imported: a name found nowhere fails in about a second
+        name = PACKAGED_MODEL if model is None else str(model)
+        try:
+            path, local = locate_model(name)
+        except FileNotFoundError:
+            if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
+                warnings.warn(f"{name!r} is not on this machine and the hub cannot be reached; using the packaged "
+                              f"Q4_1 copy {PACKAGED_MODEL!r} instead.", stacklevel=2)
+                return load_model(PACKAGED_MODEL, tokenizer, device=device, dtype=dtype)
+            raise
     import torch
     from transformers import PreTrainedModel
 
@@ -426,21 +456,12 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
         raise TypeError(
             f"model must be None, a hub id, a local folder or a loaded PreTrainedModel; got "
             f"{type(model).__name__}.")
-    name = PACKAGED_MODEL if model is None else str(model)
     dev = resolve_device(device)
     if dtype is None:
         dtype = torch.float32  # half precision changes answers: see the dtype parameter
     kwargs = {"dtype": dtype}
     if dev.type == "cuda" and device is None:
         kwargs["device_map"] = "auto"
-    try:
-        path, local = locate_model(name)
-    except FileNotFoundError:
-        if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
-            warnings.warn(f"{name!r} is not on this machine and the hub cannot be reached; using the packaged "
-                          f"Q4_1 copy {PACKAGED_MODEL!r} instead.", stacklevel=2)
-            return load_model(PACKAGED_MODEL, tokenizer, device=device, dtype=dtype)
-        raise
     if local:
         kwargs["local_files_only"] = True
     folder = path if Path(path).is_dir() else _cached_snapshot(path)
