@@ -401,12 +401,21 @@ def _run(model, plan_kind, dtype, root, items, ctx: _Context) -> list[_Text]:
                 st, rd = states[r], reads[bi]
                 lse = lse64(logits[bi, : len(rd)])
                 fed_nodes = [0] if first else [todo[r][j][1] for j in rd]
-                for jj, node in enumerate(fed_nodes):
-                    kids = trie.children(node)
-                    if not len(kids):
-                        continue
-                    vals = (logits[bi, jj, torch.as_tensor(trie.token[kids], device=dev)].double()
-                            - lse[jj]).cpu().numpy()
+                kid_lists = [trie.children(node) for node in fed_nodes]
+                sel = [jj for jj, kids in enumerate(kid_lists) if len(kids)]
+                if not sel:
+                    continue
+                # every fed node's children read in one gather and one copy to the host (a copy per
+                # node cost more than the forward on a GPU); the same values, element for element
+                sizes = [len(kid_lists[jj]) for jj in sel]
+                at = torch.as_tensor(np.repeat(sel, sizes), device=dev)
+                toks = torch.as_tensor(np.concatenate([trie.token[kid_lists[jj]] for jj in sel]), device=dev)
+                allv = (logits[bi, at, toks].double() - lse[at]).cpu().numpy()
+                start = 0
+                for jj, size in zip(sel, sizes):
+                    node, kids = fed_nodes[jj], kid_lists[jj]
+                    vals = allv[start: start + size]
+                    start += size
                     if first and ctx.mode == "tolerance":
                         st.shift = float(np.max((vals - ctx.min_b[kids]) / ctx.T))
                     base_lp = st.lp[node]
