@@ -121,11 +121,23 @@ def test_serve_and_calibrate_decisions_parsers(capsys):
 
 @pytest.fixture
 def no_bind(monkeypatch):
-    """``judge serve`` up to the point of listening: the hosts it would have bound, nothing bound."""
+    """``judge serve`` up to the point of listening: the hosts it would have bound, nothing bound.
+
+    `judge.server.shutdown.DrainingServer` is a `uvicorn.Server`: its ``run`` records the host and
+    returns as a server that started and was stopped; ``uvicorn.run`` fails the test if reached."""
     uvicorn = pytest.importorskip("uvicorn")
     pytest.importorskip("fastapi")
     hosts = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, host, **kwargs: hosts.append(host))
+
+    def run(self, sockets=None):
+        hosts.append(self.config.host)
+        self.started = True
+
+    def never(*args, **kwargs):
+        raise AssertionError("judge serve called uvicorn.run, which binds a socket")
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    monkeypatch.setattr(uvicorn, "run", never)
     return hosts
 
 

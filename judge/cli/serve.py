@@ -65,7 +65,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="torch intra-op threads (default: torch's, one per core); 1 is faster on a shared, "
                         "oversubscribed machine")
     p.add_argument("--drain-seconds", type=float, default=300,
-                   help="on SIGTERM/SIGINT, how long admitted requests may take to finish (default 300)")
+                   help="on SIGTERM/SIGINT, how long the requests in flight may take to start being scored; the "
+                        "ones still waiting then are refused with 503 (default 300)")
     p.add_argument("--guard", action="store_true",
                    help="guard every request that does not send \"x_guard\": false: content scanners, and the "
                         "state's flagged pieces erased in the same scoring call (judge.decisions.guard; more "
@@ -118,9 +119,9 @@ def add_parsers(subparsers) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests finish first); 2 on a setup error, or a
-    ``--host`` beyond loopback with neither ``--api-key-env`` nor ``--allow-unauthenticated`` (refused before
-    anything loads).
+    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests are answered, or refused with 503 past
+    ``--drain-seconds``); 2 on a setup error, or a ``--host`` beyond loopback with neither ``--api-key-env`` nor
+    ``--allow-unauthenticated`` (refused before anything loads).
 
     Examples
     --------
@@ -135,9 +136,8 @@ def run_serve(args: argparse.Namespace) -> int:
         print(refusal, file=sys.stderr)
         return 2
     try:
-        import uvicorn
-
         from judge.server.app import ServerConfig, create_app
+        from judge.server.shutdown import serve
     except ImportError as e:
         print(f"judge serve needs the [serve] extra ({e}); run `pip install 'trie-judge[serve]'`.", file=sys.stderr)
         return 2
@@ -196,9 +196,8 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"judge serve: {e}", file=sys.stderr)
         return 2
     app = create_app(decider, config, classifier=clf, classifier_name=name or "classifier")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=args.drain_seconds)
-    return 0
+    started = serve(app, host=args.host, port=args.port, log_level=args.log_level, drain_s=args.drain_seconds)
+    return 0 if started else 2
 
 
 def _is_loopback(host: str) -> bool:
