@@ -4,6 +4,10 @@
   to a folder, ``--drain-seconds 1``): each client reads a complete response, a 200 with the
   answers the model gives alone or a 503 that says the drain time ran out; none sees its
   connection closed without one; the process exits within 10 s of the signal.
+* A client that disconnects while its request is being scored in a batch with others costs
+  them nothing: they get the answers they get alone.
+* A scorer that raises on one request's item fails that request only (500 with the request
+  id); the others of the same batch are answered, with the answers they get alone.
 
 Servers listen on 127.0.0.1 only and are stopped here; every wait is bounded.
 """
@@ -28,8 +32,10 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
 from judge.decisions import Decider  # noqa: E402
+from judge.server.app import ServerConfig, create_app  # noqa: E402
 from judge.server.contract import SystemOneRequest, to_questions  # noqa: E402
-from tests.test_server import NOUL, body  # noqa: E402
+from judge.testing import Reference  # noqa: E402
+from tests.test_server import CHOICE, NOUL, body, post, serve  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 N_FLIGHT = 32
@@ -170,3 +176,84 @@ def test_sigterm_with_32_requests_in_flight_answers_or_refuses_each_and_exits_wi
                "exit_s": round(exit_s, 2)}
     record_property("sigterm_32_in_flight", figures)
     print(f"\nSIGTERM with 32 in flight: {figures}")
+
+
+# ----------------------------------------------------------------------------- one batch, one bad neighbour
+
+class _Gated(Reference):
+    """The reference's exact scores, with a pause on the calls that score the blocker or several requests
+    (so a batch can be caught while it runs) and a fault on every call that scores a ``BOOM`` state."""
+
+    def __init__(self, model, tok, pause):
+        super().__init__(model, tok)
+        self.pause, self.calls = pause, []
+
+    def score(self, queries, **kw):
+        marks = {m for q in queries for t, _ in q.pieces for m in re.findall(r"ticket #\d+|blocker|BOOM", t)}
+        self.calls.append(marks)
+        if "BOOM" in marks:
+            raise RuntimeError("injected fault: the scorer fails on this item")
+        if "blocker" in marks or len(marks) > 1:
+            time.sleep(self.pause)
+        return super().score(queries, **kw)
+
+
+def _blocker(url, ex):
+    """A request whose scoring holds the scoring thread: the requests sent meanwhile are queued, then batched."""
+    blocker = ex.submit(post, url, body({"a": NOUL, "b": CHOICE}, state="blocker"))
+    _until("the blocker to be scored", lambda: _health(url)["running"] == 1)
+    return blocker
+
+
+def _alone(tiny_llama, payloads):
+    d = Decider(scorer=Reference(*tiny_llama))
+    return [d.ask(x["state"], to_questions(SystemOneRequest(**x))) for x in payloads]
+
+
+def test_a_client_that_disconnects_mid_batch_costs_the_others_nothing(tiny_llama):
+    scorer = _Gated(*tiny_llama, pause=1.5)
+    states = [f"ticket #{i}: I was charged twice for order {i}." for i in range(6)]
+    with serve(create_app(Decider(scorer=scorer), ServerConfig(max_wait_ms=0))) as (u, _):
+        port = int(u.rsplit(":", 1)[1])
+        payloads = [body({"a": NOUL, "b": CHOICE}, state=s) for s in states]
+        with ThreadPoolExecutor(6) as ex:
+            blocker = _blocker(u, ex)
+            victim, last = _send_all_but_the_last_byte(port, payloads[0])
+            victim.sendall(last)
+            _until("the victim to be queued", lambda: _health(u)["waiting"] == 1)
+            others = [ex.submit(post, u, x) for x in payloads[1:]]
+            _until("the batch of six to be scored", lambda: _health(u)["running"] == 6)
+            victim.close()  # mid-batch
+            got = [f.result() for f in others]
+            assert blocker.result().status_code == 200
+        health = _health(u)
+        after = post(u, body({"a": NOUL}, state="ticket #99: and after?"))
+    assert {f"ticket #{i}" for i in range(6)} in scorer.calls  # the six were scored in one call
+    assert [r.status_code for r in got] == [200] * 5 and all(r.json()["x_batch_requests"] == 6 for r in got)
+    for r, alone in zip(got, _alone(tiny_llama, payloads[1:])):
+        _same_answers(r.json()["answers"], alone)
+    assert health["disconnected"] == 1 and health["server_errors"] == 0 and after.status_code == 200
+
+
+def test_a_scorer_that_raises_on_one_item_fails_that_request_only(tiny_llama, caplog):
+    scorer = _Gated(*tiny_llama, pause=1.0)
+    states = [f"ticket #{i}: I was charged twice for order {i}." for i in range(5)] + ["ticket #5: BOOM"]
+    with serve(create_app(Decider(scorer=scorer), ServerConfig(max_wait_ms=0))) as (u, _):
+        payloads = [body({"a": NOUL, "b": CHOICE}, state=s) for s in states]
+        with ThreadPoolExecutor(7) as ex:
+            blocker = _blocker(u, ex)
+            futures = [ex.submit(post, u, x) for x in payloads]
+            _until("the six to be queued", lambda: _health(u)["waiting"] == 6)
+            got = [f.result() for f in futures]
+            assert blocker.result().status_code == 200
+        health = _health(u)
+    assert {f"ticket #{i}" for i in range(6)} | {"BOOM"} in scorer.calls  # the six were in one batch, which failed
+    *good, bad = got
+    assert [r.status_code for r in good] == [200] * 5
+    for r, alone in zip(good, _alone(tiny_llama, payloads[:5])):
+        _same_answers(r.json()["answers"], alone)
+    assert bad.status_code == 500, bad.text
+    detail = bad.json()["detail"]
+    assert detail["error_type"] == "api_error" and f"Request id {bad.headers['x-request-id']}" in detail["message"]
+    assert "RuntimeError" in detail["message"] and "fault of the server, not of the request" in detail["message"]
+    assert health["server_errors"] == 1
