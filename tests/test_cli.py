@@ -119,6 +119,66 @@ def test_serve_and_calibrate_decisions_parsers(capsys):
     assert "JUDGE_TEST_UNSET_KEY: that environment variable is unset" in capsys.readouterr().err
 
 
+@pytest.fixture
+def no_bind(monkeypatch):
+    """``judge serve`` up to the point of listening: the hosts it would have bound, nothing bound.
+
+    `judge.server.shutdown.DrainingServer` is a `uvicorn.Server`: its ``run`` records the host and
+    returns as a server that started and was stopped; ``uvicorn.run`` fails the test if reached."""
+    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("fastapi")
+    hosts = []
+
+    def run(self, sockets=None):
+        hosts.append(self.config.host)
+        self.started = True
+
+    def never(*args, **kwargs):
+        raise AssertionError("judge serve called uvicorn.run, which binds a socket")
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    monkeypatch.setattr(uvicorn, "run", never)
+    return hosts
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "192.168.0.7", "example.org", "localhost.example.org"])
+def test_serve_beyond_loopback_without_a_key_is_refused_before_anything_loads(host, no_bind, monkeypatch, capsys):
+    import judge.engine
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("the refusal must come before the model is set up")
+
+    monkeypatch.setattr(judge.engine, "Engine", no_engine)
+    assert main(["serve", "--host", host, "--port", "8123", "--model", "/nonexistent/model"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"judge serve --host {host!r}: that is not a loopback address (127.0.0.0/8, ::1, "
+                          f"localhost), so anyone who can reach port 8123 could use the model, and no key is required;")
+    assert "pass --api-key-env VAR" in err and "or --allow-unauthenticated" in err and "--host 127.0.0.1" in err
+    assert no_bind == []
+
+
+def test_allow_unauthenticated_or_a_key_serves_beyond_loopback(tiny_dir, no_bind, monkeypatch, capsys):
+    assert main(["serve", "--host", "0.0.0.0", "--allow-unauthenticated", "--model", tiny_dir]) == 0
+    monkeypatch.setenv("JUDGE_TEST_SERVE_KEY", "s3cret")
+    assert main(["serve", "--host", "10.1.2.3", "--api-key-env", "JUDGE_TEST_SERVE_KEY", "--model", tiny_dir]) == 0
+    assert no_bind == ["0.0.0.0", "10.1.2.3"]
+    assert "not a loopback address" not in capsys.readouterr().err
+
+
+def test_loopback_serves_without_a_key_as_before(tiny_dir, no_bind):
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1"):
+        assert main(["serve", "--host", host, "--model", tiny_dir]) == 0, host
+    assert main(["serve", "--model", tiny_dir]) == 0  # the default host
+    assert no_bind == ["127.0.0.1", "127.0.0.2", "localhost", "::1", "127.0.0.1"]
+
+
+def test_serve_help_names_the_flags_that_guard_a_public_host(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--allow-unauthenticated" in out and "needs --api-key-env, or --allow-unauthenticated" in out
+
+
 def test_batch_parser_needs_labels_or_a_classifier():
     a = build_parser().parse_args(["batch", "in.csv", "more/", "--labels", "a,b", "--output", "out"])
     assert (a.inputs, a.labels, a.actors, a.func.__module__) == (["in.csv", "more/"], "a,b", 1, "judge.cli.batch")

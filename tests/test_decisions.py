@@ -1042,6 +1042,62 @@ def test_a_profile_fitted_on_other_prompts_warns(tiny_llama):
         d.ask("x", {"q": YesNo("?")})
 
 
+@pytest.mark.parametrize("bias", [None, "contextual"])
+def test_concurrent_first_requests_to_a_fresh_decider_answer_as_sequential_ones(bias, tmp_path, monkeypatch):
+    """16 threads ask a fresh Decider their first question at once (the server's admission threads and its
+    batcher do): its lazy setup runs once (one scorer, one loaded calibration, one set of priors), and
+    every answer is the one a fresh Decider gives when the same requests come one after another.
+
+    Without the bias correction, bit for bit. With it, a new question shape's content-free prior is
+    scored in the call of whichever request meets the shape first, and the engine's float32 scores of
+    the same query move by ~1e-7 with the rest of its call: asking the same 16 requests one after
+    another in the reverse order moves answers by 1.6e-7 (measured), the threads by at most 4e-7."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import judge.decisions.decider as decider_module
+    from judge.decisions.priors import QuestionPriors
+    from judge.testing import tiny_pair
+
+    made = {"scorer": 0, "calibration": 0, "priors": 0}
+
+    def slowly(what, make):
+        def wrapped(*args, **kwargs):
+            made[what] += 1
+            time.sleep(0.05)  # a model load's worth of window for a second thread to come in
+            return make(*args, **kwargs)
+        return wrapped
+
+    path = DecisionCalibration({"noul": 1.5, "choice": 0.8}).save(tmp_path / "cal.json")
+    monkeypatch.setattr(decider_module, "build_scorer", slowly("scorer", decider_module.build_scorer))
+    monkeypatch.setattr(decider_module, "QuestionPriors", slowly("priors", QuestionPriors))
+    monkeypatch.setattr(DecisionCalibration, "load", slowly("calibration", DecisionCalibration.load))
+    model, tok = tiny_pair()
+    qs = {"refund": YesNo("Does the customer ask for a refund?"), "team": Choice(["Billing", "Tech", "Sales"])}
+    states = [f"ticket {i}: I was charged {i + 2} times for my March invoice." for i in range(16)]
+    sequential = Decider(model, tok, calibration=path, bias=bias)
+    want = [sequential.ask(s, qs) for s in states]
+    made.update(scorer=0, calibration=0, priors=0)
+
+    fresh = Decider(model, tok, calibration=path, bias=bias)
+    start = threading.Barrier(len(states))
+
+    def first_request(state):
+        start.wait(timeout=60)
+        return fresh.ask(state, qs)
+
+    with ThreadPoolExecutor(len(states)) as ex:
+        got = list(ex.map(first_request, states))
+    assert made == {"scorer": 1, "calibration": 1, "priors": 0 if bias is None else 1}
+    if bias is None:
+        assert got == want
+    for g, w in zip(got, want):
+        assert g["refund"].noul == pytest.approx(w["refund"].noul, abs=1e-6)
+        assert g["team"].choice == w["team"].choice
+        assert g["team"].probabilities == pytest.approx(w["team"].probabilities, abs=1e-6)
+
+
 # ----------------------------------------------------------------------------- the packaged model
 
 @pytest.mark.slow

@@ -246,6 +246,28 @@ def test_auth_when_configured(decider):
         assert what in r.json()["detail"]["message"]
 
 
+def test_keys_are_compared_in_constant_time(decider, monkeypatch):
+    """Every key sent, right or wrong, of any length, is compared by hmac.compare_digest (no ``==`` that
+    returns at the first differing byte, no length check before it)."""
+    import hmac
+
+    from fastapi.testclient import TestClient
+
+    seen = []
+    real = hmac.compare_digest
+
+    def spy(a, b):
+        seen.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    with TestClient(create_app(decider, ServerConfig(api_key="s3cret"))) as client:
+        codes = [client.post("/v1/systemone", json=body({"q": NOUL}), headers={"Authorization": f"Bearer {k}"})
+                 .status_code for k in ("s3cret", "s3creX", "x", "s3cret-and-more")]
+    assert codes == [200, 401, 401, 401]
+    assert seen == [(k.encode(), b"s3cret") for k in ("s3cret", "s3creX", "x", "s3cret-and-more")]
+
+
 def test_any_key_accepted_without_auth(url):
     for h in ({}, {"Authorization": "Bearer x"}, {"Authorization": "Basic abc"}):
         assert post(url, body({"q": NOUL}), headers=h).status_code == 200

@@ -23,10 +23,16 @@ __all__ = ["add_parsers", "run_serve", "run_calibrate_decisions", "run_fit_decis
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="hub id, local folder, or the packaged default (smollm2-135m-instruct)")
-    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to listen on (default 127.0.0.1); any other than loopback (127.0.0.0/8, ::1, "
+                        "localhost) needs --api-key-env, or --allow-unauthenticated")
     p.add_argument("--port", type=int, default=8009, help="port (default 8009)")
     p.add_argument("--api-key-env", metavar="VAR", default=None,
-                   help="require `Authorization: Bearer $VAR` (unset: any key is accepted)")
+                   help="require `Authorization: Bearer $VAR` (unset: any key is accepted, on loopback only unless "
+                        "--allow-unauthenticated)")
+    p.add_argument("--allow-unauthenticated", action="store_true",
+                   help="serve a --host other than loopback without --api-key-env: anyone who can reach the port "
+                        "may use the model (behind a proxy or firewall that does the authentication)")
     p.add_argument("--calibration", metavar="PROFILE", default=None,
                    help="decision calibration profile from `judge calibrate-decisions`")
     p.add_argument("--classifier", metavar="DIR", default=None,
@@ -59,7 +65,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="torch intra-op threads (default: torch's, one per core); 1 is faster on a shared, "
                         "oversubscribed machine")
     p.add_argument("--drain-seconds", type=float, default=300,
-                   help="on SIGTERM/SIGINT, how long admitted requests may take to finish (default 300)")
+                   help="on SIGTERM/SIGINT, how long the requests in flight may take to start being scored; the "
+                        "ones still waiting then are refused with 503 (default 300)")
     p.add_argument("--guard", action="store_true",
                    help="guard every request that does not send \"x_guard\": false: content scanners, and the "
                         "state's flagged pieces erased in the same scoring call (judge.decisions.guard; more "
@@ -112,7 +119,9 @@ def add_parsers(subparsers) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests finish first); 2 on a setup error.
+    """Start the server (blocks until SIGINT/SIGTERM; in-flight requests are answered, or refused with 503 past
+    ``--drain-seconds``); 2 on a setup error, or a ``--host`` beyond loopback with neither ``--api-key-env`` nor
+    ``--allow-unauthenticated`` (refused before anything loads).
 
     Examples
     --------
@@ -122,10 +131,13 @@ def run_serve(args: argparse.Namespace) -> int:
     >>> main(["serve", "--port", "8009"])  # doctest: +SKIP
     0
     """
+    refusal = _exposure_refusal(args)
+    if refusal:  # before anything loads or binds
+        print(refusal, file=sys.stderr)
+        return 2
     try:
-        import uvicorn
-
         from judge.server.app import ServerConfig, create_app
+        from judge.server.shutdown import serve
     except ImportError as e:
         print(f"judge serve needs the [serve] extra ({e}); run `pip install 'trie-judge[serve]'`.", file=sys.stderr)
         return 2
@@ -184,9 +196,50 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"judge serve: {e}", file=sys.stderr)
         return 2
     app = create_app(decider, config, classifier=clf, classifier_name=name or "classifier")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=args.drain_seconds)
-    return 0
+    started = serve(app, host=args.host, port=args.port, log_level=args.log_level, drain_s=args.drain_seconds)
+    return 0 if started else 2
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine: ``localhost``, or an address in 127.0.0.0/8 or ::1.
+
+    Examples
+    --------
+    >>> [_is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost", "LOCALHOST.")]
+    [True, True, True, True, True, True]
+    >>> [_is_loopback(h) for h in ("0.0.0.0", "::", "", "10.0.0.2", "example.org", "localhost.example.org")]
+    [False, False, False, False, False, False]
+    """
+    import ipaddress
+
+    name = host.strip().strip("[]").rstrip(".").lower()
+    if name == "localhost":
+        return True
+    try:
+        addr = ipaddress.ip_address(name)
+    except ValueError:  # another host name: it may resolve to any interface
+        return False
+    mapped = getattr(addr, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return addr.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def _exposure_refusal(args: argparse.Namespace) -> str | None:
+    """The message refusing to serve ``--host`` beyond loopback with no key, or None when serving is allowed.
+
+    Examples
+    --------
+    >>> ok = argparse.Namespace(host="0.0.0.0", api_key_env=None, allow_unauthenticated=True)
+    >>> _exposure_refusal(ok) is None, _exposure_refusal(argparse.Namespace(host="127.0.0.1", api_key_env=None))
+    (True, None)
+    >>> print(_exposure_refusal(argparse.Namespace(host="0.0.0.0", api_key_env=None)))  # doctest: +ELLIPSIS
+    judge serve --host '0.0.0.0': ... pass --api-key-env VAR ..., or --allow-unauthenticated ...
+    """
+    if _is_loopback(args.host) or args.api_key_env or getattr(args, "allow_unauthenticated", False):
+        return None
+    return (f"judge serve --host {args.host!r}: that is not a loopback address (127.0.0.0/8, ::1, localhost), so "
+            f"anyone who can reach port {getattr(args, 'port', 8009)} could use the model, and no key is required; "
+            f"pass --api-key-env VAR (clients then send `Authorization: Bearer $VAR`), or --allow-unauthenticated "
+            f"if something in front of the server authenticates, or serve on --host 127.0.0.1.")
 
 
 def _load_classifier(args):

@@ -36,6 +36,7 @@ What it deliberately does not do: tokenize (the scorer does, through
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -152,6 +153,18 @@ class Decider(Closing):
         self.guard = guard
         self.profile = profile
         self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
+        # the lazy setup below (scorer, loaded profiles, priors) runs once, whichever thread comes first
+        # (the server's admission threads and its batcher): each is checked, then built under this lock
+        self._setup_lock = threading.RLock()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_setup_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._setup_lock = threading.RLock()
 
     # -- state
     @property
@@ -164,10 +177,14 @@ class Decider(Closing):
         >>> type(Decider(*tiny_pair()).scorer_).__name__, type(Decider(scorer=Reference(*tiny_pair())).scorer_).__name__
         ('Engine', 'Reference')
         """
-        if not hasattr(self, "_scorer"):
-            self._scorer = build_scorer(self.scorer, self.engine, self.model, self.tokenizer, self.backend,
-                                        self.device)
-        return self._scorer
+        scorer = self.__dict__.get("_scorer")
+        if scorer is None:
+            with self._setup_lock:
+                scorer = self.__dict__.get("_scorer")
+                if scorer is None:
+                    scorer = self._scorer = build_scorer(self.scorer, self.engine, self.model, self.tokenizer,
+                                                         self.backend, self.device)
+        return scorer
 
     def close(self) -> None:
         """Release the scorer this Decider built (one passed in stays the caller's); idempotent.
@@ -177,7 +194,8 @@ class Decider(Closing):
         >>> "_scorer" in vars(d)
         False
         """
-        scorer = self.__dict__.pop("_scorer", None)
+        with self._setup_lock:
+            scorer = self.__dict__.pop("_scorer", None)
         if scorer is not None and scorer is not self.scorer and scorer is not self.engine:
             scorer.close()
 
@@ -211,17 +229,24 @@ class Decider(Closing):
         if c is None:
             return None
         if not isinstance(c, DecisionCalibration):
-            if not hasattr(self, "_cal_loaded"):
-                self._cal_loaded = DecisionCalibration.load(c)
+            if "_cal_loaded" not in self.__dict__:
+                with self._setup_lock:
+                    if "_cal_loaded" not in self.__dict__:
+                        self._cal_loaded = DecisionCalibration.load(c)
             c = self._cal_loaded
         meta = c.meta or {}
         seen = (meta.get("prompt_version"), meta.get("bias"))
-        if meta.get("prompt_version") and seen != (PROMPT_VERSION, self.bias) and not getattr(self, "_warned", False):
-            self._warned = True
+        if meta.get("prompt_version") and seen != (PROMPT_VERSION, self.bias) and not self._warn_once():
             warnings.warn(f"The calibration profile was fitted with prompts {seen[0]!r} and bias {seen[1]!r}; this "
                           f"decider uses {PROMPT_VERSION!r} and bias {self.bias!r}. Refit it with `judge "
                           f"calibrate-decisions`.", UserWarning, stacklevel=2)
         return c
+
+    def _warn_once(self) -> bool:
+        """Whether the calibration's warning was already given (and, from now on, that it was)."""
+        with self._setup_lock:
+            warned, self._warned = getattr(self, "_warned", False), True
+        return warned
 
     @property
     def profile_(self):
@@ -235,7 +260,9 @@ class Decider(Closing):
         if self.profile is None or isinstance(self.profile, DecisionProfile):
             return self.profile
         if getattr(self, "_profile_from", None) != self.profile:
-            self._profile_loaded, self._profile_from = DecisionProfile.load(self.profile), self.profile
+            with self._setup_lock:
+                if getattr(self, "_profile_from", None) != self.profile:  # loaded is set before from is
+                    self._profile_loaded, self._profile_from = DecisionProfile.load(self.profile), self.profile
         return self._profile_loaded
 
     @property
@@ -317,9 +344,13 @@ class Decider(Closing):
                                 f"default: content-free inputs), 'running' (a running batch prior) or None (off).")
         if self.bias is None:
             return None
-        if getattr(self, "_priors", None) is None or self._priors.method != self.bias:
-            self._priors = QuestionPriors(self.bias, warm_up=self.warm_up)
-        return self._priors
+        priors = self.__dict__.get("_priors")
+        if priors is None or priors.method != self.bias:
+            with self._setup_lock:
+                priors = self.__dict__.get("_priors")
+                if priors is None or priors.method != self.bias:
+                    priors = self._priors = QuestionPriors(self.bias, warm_up=self.warm_up)
+        return priors
 
     # -- work
     def plan(self, state: Any, question: Question) -> Plan:
@@ -403,11 +434,13 @@ class Decider(Closing):
         """Token ids of a prompt's template text before the state (cached: the same for every request)."""
         text = "".join(t for t, _ in pieces)
         cache = self.__dict__.setdefault("_roots", {})
-        if text not in cache:
+        ids = cache.get(text)  # one lookup: another thread may empty the cache between two
+        if ids is None:
+            ids = self.scorer_.encode(pieces)
             if len(cache) > 64:
-                cache.clear()
-            cache[text] = self.scorer_.encode(pieces)
-        return list(cache[text])
+                cache = self._roots = {}  # a new cache, not cleared in place under a reader
+            cache[text] = ids
+        return list(ids)
 
     def _score(self, plans: Sequence[RequestPlan], update: bool) -> list[dict[str, list]]:
         """Per plan and question, per variant of its state (one when unguarded): (per-surface log-probs, log prior

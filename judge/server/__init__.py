@@ -14,7 +14,9 @@ imports `judge.decisions` and never the other way round (tests/test_layout.py ch
 - `batching.MicroBatcher` merges concurrent jobs into scoring calls sized by tokens
   (`judge.decisions.Decider.answer` of their plans),
   serving requests in turn, with a bounded wait and a bounded queue (429 when full);
-- `errors` writes the contract's error bodies.
+- `errors` writes the contract's error bodies;
+- `shutdown.serve` runs the app with uvicorn and, on SIGTERM, answers every request in flight or
+  refuses it with a 503 once ``--drain-seconds`` are up (`shutdown.DrainingServer`).
 
 ``judge serve`` and ``judge calibrate-decisions`` live in `judge.cli.serve`.
 

@@ -16,8 +16,8 @@ another request is being admitted); one worker thread answers each batch with on
 `Decider.answer` call (one scoring call over the plans' items, which it neither plans nor
 tokenizes again). A client that disconnects has its waiting jobs dropped. An exception inside
 scoring that is not the request's fault answers 500 with the request id (logged with
-its traceback on ``judge.server``) and the server keeps serving; SIGTERM (uvicorn) stops
-taking requests and finishes the admitted ones.
+its traceback on ``judge.server``) and the server keeps serving; SIGTERM stops taking requests
+and answers the ones in flight, or refuses them with 503 past the drain time (`judge.server.shutdown`).
 
 Memory: one scoring call at a time, each bounded by the engine's settings
 (`judge.engine.passes.memory_bound`); admission holds at most ``admission_threads``
@@ -402,6 +402,10 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
     admit_pool = ThreadPoolExecutor(config.admission_threads, thread_name_prefix="judge-admit")
     bound: dict = {"total": None}
 
+    def admit(body, content_type, route):  # past a shutdown's drain time, refused before it is parsed
+        batcher.check_open()
+        return admission.admit(body, content_type, route)
+
     def warm_up():
         decider.ask("warm up", {"q": YesNo("Is this a test?")})
 
@@ -416,7 +420,8 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         admit_pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="trie-judge decisions", version="0.1", lifespan=lifespan)
-    stats: dict = {"disconnected": 0, "server_errors": 0, "scoring_calls": 0, "scored_tokens": 0, "scoring_s": 0.0}
+    stats: dict = {"in_flight": 0, "disconnected": 0, "server_errors": 0, "scoring_calls": 0, "scored_tokens": 0,
+                   "scoring_s": 0.0}
     app.state.batcher = batcher
     app.state.decider = decider
     app.state.admission = admission
@@ -445,8 +450,6 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
             parts = work.result()
         except Overloaded as e:
             raise ApiError(429, f"the server is busy ({e}); retry after a second.", headers={"Retry-After": "1"}) from None
-        except ShuttingDown as e:
-            raise ApiError(503, f"{e}; retry on another replica or after restart.", headers={"Retry-After": "1"}) from None
         except (DecisionError, LabelError) as e:  # the engine refused an option: the request's fault
             raise Invalid(str(e)) from None
         answers = {}
@@ -460,13 +463,14 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
     async def handle(request: Request, route: str, render):
         """Admit (off the scoring thread), answer, render; every failure in the contract's shapes."""
         rid = getattr(request.state, "request_id", None) or uuid.uuid4().hex[:16]
+        stats["in_flight"] += 1  # admitted, queued or being scored: what a shutdown must answer or refuse
         try:
             loop = asyncio.get_running_loop()
             body = await request.body()
             t0 = time.perf_counter()
             admitting[0] += 1
             try:
-                req, admitted = await loop.run_in_executor(admit_pool, admission.admit, body,
+                req, admitted = await loop.run_in_executor(admit_pool, admit, body,
                                                            request.headers.get("content-type"), route)
             finally:
                 admitting[0] -= 1
@@ -478,6 +482,8 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
             return validation_response([{"loc": ["body", "questions"], "msg": str(e), "type": "value_error"}])
         except _Gone:
             return Response(status_code=499)
+        except ShuttingDown as e:
+            raise ApiError(503, f"{e}; retry on another replica or after restart.", headers={"Retry-After": "1"}) from None
         except (ApiError, RequestValidationError):
             raise
         except Exception as e:  # noqa: BLE001 - a fault of this server, not of the request
@@ -487,6 +493,8 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
                                 f"server, not of the request, and it keeps serving. Request id {rid} (logged with "
                                 f"the traceback): retry, and report the id if it happens again.",
                            error_type="api_error") from None
+        finally:
+            stats["in_flight"] -= 1
 
     def extensions(res) -> dict:
         if not config.extensions:
@@ -563,7 +571,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
     @app.get("/healthz")
     async def healthz():
         return {"status": "ok", "waiting": batcher.waiting, "running": batcher.running, "batches": batcher.batches_,
-                "jobs": batcher.jobs_, "cancelled_jobs": batcher.cancelled_, **stats, "rss_bytes": _rss_bytes(),
+                "jobs": batcher.jobs_, "cancelled_jobs": batcher.cancelled_, "refused_jobs": batcher.refused_, **stats, "rss_bytes": _rss_bytes(),
                 "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "memory_bound_bytes": bound["total"],
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat()}

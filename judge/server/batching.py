@@ -13,7 +13,11 @@ The queue is bounded: when ``max_queue`` requests already wait, `submit` raises
 `Overloaded` at once (the server answers 429 with ``Retry-After``). A request whose caller
 goes away (its awaiting task is cancelled: the client disconnected) has its waiting jobs
 dropped before they are scored. `stop` refuses new requests, finishes the waiting ones and
-the running batch, then ends the worker (graceful shutdown).
+the running batch, then ends the worker (graceful shutdown). `drain` bounds that: once its
+seconds are up, every job still waiting, and every new one, fails with `ShuttingDown` (the
+server answers 503) instead of holding the shutdown up; the running batch still finishes.
+While draining, turns give way to finishing: the request at the head of the queue has all its
+jobs run before the next one starts, so as many requests as possible are answered whole.
 
 What it deliberately does not do: time out jobs, run batches in parallel (one model, one
 thread), or know what a job is (``run_batch`` does).
@@ -95,8 +99,9 @@ class MicroBatcher:
 
     Attributes
     ----------
-    batches_, jobs_, cancelled_ : int
-        Batches run, jobs run, jobs dropped because their caller went away.
+    batches_, jobs_, cancelled_, refused_ : int
+        Batches run, jobs run, jobs dropped because their caller went away, jobs refused
+        because `drain`'s time ran out.
 
     Examples
     --------
@@ -126,12 +131,15 @@ class MicroBatcher:
         self.batches_ = 0
         self.jobs_ = 0
         self.cancelled_ = 0
+        self.refused_ = 0
+        self._refusing: str | None = None  # why new and waiting jobs are refused (drain's time ran out)
         self._waiting: OrderedDict[int, deque] = OrderedDict()  # request id -> its waiting jobs, in turn order
         self._ids = itertools.count()
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._closing = False
+        self._drain: asyncio.TimerHandle | None = None
         self._running = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-score")
 
@@ -173,7 +181,7 @@ class MicroBatcher:
         """
         self._wake, self._idle = asyncio.Event(), asyncio.Event()
         self._idle.set()
-        self._closing = False
+        self._closing, self._refusing = False, None
         self._task = asyncio.get_running_loop().create_task(self._worker())
 
     async def call(self, fn, *args):
@@ -261,8 +269,9 @@ class MicroBatcher:
         >>> asyncio.run(demo())
         (['A', 'B', 'C'], 2)
         """
-        if self._closing or self._wake is None:
-            raise ShuttingDown("the server is shutting down and takes no new requests")
+        if self._refusing:
+            self.refused_ += len(payloads)
+        self.check_open()
         if len(self._waiting) >= self.max_queue:
             raise Overloaded(f"{self.max_queue} requests are already waiting")
         loop = asyncio.get_running_loop()
@@ -283,6 +292,71 @@ class MicroBatcher:
             self._check_idle()
             raise
 
+    def drain(self, seconds: float) -> None:
+        """Shutdown has begun: keep serving for ``seconds``, then refuse what still waits and anything new.
+
+        Call it on the event loop when the server stops taking connections; the requests in flight
+        are answered if their jobs start within ``seconds``, and otherwise fail with `ShuttingDown`
+        (a 503 that says so) rather than being cut off without an answer. A batch already running
+        finishes. Calling it again changes nothing.
+
+        Parameters
+        ----------
+        seconds : float
+            How long waiting jobs may still be started (0: refuse them now).
+
+        Examples
+        --------
+        >>> import asyncio, time
+        >>> async def demo():
+        ...     b = MicroBatcher(lambda ps: time.sleep(0.2) or ps, max_wait_s=0, max_questions=1)
+        ...     await b.start()
+        ...     first, second = (asyncio.ensure_future(b.submit(x)) for x in ("first", "second"))
+        ...     await asyncio.sleep(0.05)      # "first" is being scored; "second" waits
+        ...     b.drain(0)
+        ...     got = await asyncio.gather(first, second, return_exceptions=True)
+        ...     await b.stop()
+        ...     return got[0], type(got[1]).__name__, b.refused_
+        >>> asyncio.run(demo())
+        ('first', 'ShuttingDown', 1)
+        """
+        if self._wake is None or self._drain is not None:
+            return
+        why = (f"the server is shutting down and its drain time ({seconds:g} s, --drain-seconds) ran out before "
+               f"this request was scored")
+        self._drain = asyncio.get_running_loop().call_later(max(0.0, seconds), self._refuse, why)
+
+    def check_open(self) -> None:
+        """Raise `ShuttingDown` when new work would be refused (`stop` was called, or `drain`'s time ran out).
+
+        Thread-safe (it only reads): admission calls it before parsing a request.
+
+        Examples
+        --------
+        >>> MicroBatcher(lambda ps: ps).check_open()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        judge.server.batching.ShuttingDown: the server is shutting down and takes no new requests
+        """
+        if self._closing or self._wake is None:
+            raise ShuttingDown("the server is shutting down and takes no new requests")
+        if self._refusing:
+            raise ShuttingDown(self._refusing)
+
+    def _refuse(self, why: str) -> None:
+        self._refusing = why
+        for jobs in self._waiting.values():  # the first waiting job of each request fails it; the rest are dropped
+            self.refused_ += len(jobs)
+            for i, j in enumerate(jobs):
+                if j.future.done():  # its caller went away a moment ago
+                    continue
+                if i == 0:
+                    j.future.set_exception(ShuttingDown(why))
+                else:
+                    j.future.cancel()
+        self._waiting.clear()
+        self._check_idle()
+
     async def stop(self) -> None:
         """Refuse new jobs, finish the queued ones, end the worker.
 
@@ -300,6 +374,8 @@ class MicroBatcher:
         'queued'
         """
         self._closing = True
+        if self._drain is not None:
+            self._drain.cancel()
         if self._idle is not None:
             await self._idle.wait()
         if self._task is not None:
@@ -325,9 +401,9 @@ class MicroBatcher:
     def _take(self, job: _Job) -> None:
         jobs = self._waiting[job.request]
         jobs.popleft()
-        if jobs:
+        if jobs and self._drain is None:  # draining: the request at the head is finished first, then the next
             self._waiting.move_to_end(job.request)  # its next job waits for the others' turn
-        else:
+        elif not jobs:
             del self._waiting[job.request]
 
     async def _worker(self) -> None:
@@ -345,7 +421,7 @@ class MicroBatcher:
             taken = {first.request}
             while total < self.max_questions:
                 job = self._peek()
-                if job is not None and job.request in taken and len(self._waiting) > 1:
+                if job is not None and job.request in taken and len(self._waiting) > 1 and self._drain is None:
                     job = None  # one job per request per batch while others wait (fair turns)
                 if job is None:
                     timeout = deadline - loop.time()
