@@ -15,6 +15,12 @@ exit status is then 1):
     and the engine's scores against a same-dtype brute force (``judge.testing.classifier_reference``:
     each label after the rendered prompt, one plain causal forward per label, log-softmax in
     float64) on ``--n-exact`` Banking77 texts with all 77 labels: max |diff| and argmax agreement.
+``huge_k``
+    ``--huge-k`` generated tool names (``judge.testing.tool_names``), 32 Banking77 texts, batch 8,
+    float32: ``predict`` by the certified search (``method="search"``, the default above ``decode_above``) against
+    ``decision_function`` scoring every label: texts/s, tokens fed per text, and whether every
+    certified answer equals full scoring's argmax (the prior is None on both: the content-free
+    prior of thousands of labels is a measurement of its own).
 ``dtype``
     bfloat16 against float32 on ``--n-dtype`` texts: max |diff| of the log-probabilities, argmax
     agreement, max total variation of ``predict_proba`` (the default label-free prior).
@@ -69,12 +75,12 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("env", "exactness", "throughput", "dtype", "vllm")
+SECTIONS = ("env", "exactness", "throughput", "huge_k", "dtype", "vllm")
 
 
 def _parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--all", action="store_true", help="run every section (env, exactness, throughput, dtype, vllm)")
+    ap.add_argument("--all", action="store_true", help="run every section (env, exactness, throughput, huge_k, dtype, vllm)")
     ap.add_argument("--sections", default=None,
                     help=f"comma-separated subset of {','.join(SECTIONS)} (default with --all: all of them)")
     ap.add_argument("--model", default=None, help="default: the packaged SmolLM2-135M-Instruct")
@@ -94,6 +100,7 @@ def _parser():
     ap.add_argument("--cpu", action="store_true", help="run without CUDA (a dry run: CPU figures)")
     ap.add_argument("--quick", action="store_true", help="tiny model, 12 labels, 8 texts, batches 1,4, one repeat")
     ap.add_argument("--vllm", action="store_true", help="measure the vLLM backend (run with .venv-vllm/bin/python)")
+    ap.add_argument("--huge-k", type=int, default=3000, help="huge_k: generated labels (quick: 200)")
     ap.add_argument("--ks", default="1000,10000,100000", help="--vllm: label-set sizes")
     return ap
 
@@ -127,6 +134,7 @@ def main(argv=None):
         return 2
     if args.quick:
         args.n, args.n_exact, args.n_dtype, args.batches, args.repeats, args.labels = 8, 2, 8, "1,4", 1, 12
+        args.huge_k = 200
     run = _Run(args, device="cuda" if cuda else "cpu")
     failed = 0
     for name in wanted:
@@ -333,6 +341,36 @@ class _Run:
                              f"per text" if "tokens_fed_per_text" in row else "")
                     print(f"{name:>12} K={len(labels):>3} batch {bs:>3}: {row['texts_per_s']:9.1f} texts/s "
                           f"({row['path']}{extra})", flush=True)
+        return rec
+
+    def huge_k(self):
+        from judge.testing import tool_names
+
+        labels = tool_names(self.args.huge_k, seed=0)
+        texts = self.texts[: 4 if self.args.quick else 32]
+        rec = {"K": len(labels), "texts": len(texts), "batch": 8}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # method="search" is what "auto" takes above decode_above (2,000); named so --quick's 200 search too
+            clf = self.classifier("float32", labels=labels, method="search", prior=None, batch_size=8)
+            clf.predict(texts[:2])  # warm-up: compiles the label set
+            t0 = time.perf_counter()
+            top = clf.predict(texts)
+            self.sync()
+            rec["predict_s"] = time.perf_counter() - t0
+            r = clf.search_report_
+            rec.update(method=clf.method_, tokens_fed_per_text=float(np.mean(r.fed)),
+                       rounds_per_text=float(np.mean(r.rounds)), certified=float(np.mean(r.certified)))
+            t0 = time.perf_counter()
+            full = clf.decision_function(texts)
+            self.sync()
+            rec["full_s"] = time.perf_counter() - t0
+        rec["same_answers"] = float(np.mean(top == clf.classes_[full.argmax(1)]))
+        rec["full_over_predict"] = rec["full_s"] / rec["predict_s"]
+        print(f"huge K={len(labels)}: predict ({rec['method']}) {len(texts) / rec['predict_s']:.1f} texts/s, "
+              f"{rec['tokens_fed_per_text']:.0f} tokens fed per text in {rec['rounds_per_text']:.1f} rounds; full "
+              f"scoring {len(texts) / rec['full_s']:.1f} texts/s ({rec['full_over_predict']:.2f}x slower); same answers "
+              f"{rec['same_answers']:.3f}", flush=True)
         return rec
 
     def vllm(self):

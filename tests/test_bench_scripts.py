@@ -96,8 +96,10 @@ def test_gpu_dry_run_writes_every_section(tmp_path):
     took = time.perf_counter() - t0
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rec = json.loads((tmp_path / "g.json").read_text())
-    assert set(rec) >= {"env", "exactness", "throughput", "dtype", "vllm"}
-    assert not any("error" in rec[s] for s in ("env", "exactness", "throughput", "dtype", "vllm"))
+    sections = ("env", "exactness", "throughput", "huge_k", "dtype", "vllm")
+    assert set(rec) >= set(sections)
+    assert not any("error" in rec[s] for s in sections)
+    assert rec["huge_k"]["same_answers"] == 1.0 and rec["huge_k"]["certified"] == 1.0
     assert rec["exactness"]["float32"]["max_abs_diff"] < 1e-4  # the engine against the brute force
     rows = rec["throughput"]["rows"]
     assert {k.split("@")[0] for k in rows} == {"exact", "predict", "certified", "certified_no_prior", "first_token",
