@@ -196,10 +196,11 @@ class TrieAutomaton:
         tab[:3] = (self.n_nodes, self._n_states, self._words)
         tab[3:base] = indptr
         tab[base:] = token_ids
+        # ``_tab`` itself stays writeable (it is private; its public view ``token_ids`` is not): numba's
+        # dispatcher types a read-only array on its slow path, which cost ~100 ns of every fill_bitmask.
         self._tab = tab
         self.indptr, self.token_ids, self.next_nodes, self.node_label = _readonly(
             np.asarray(indptr, dtype=np.int64), tab[base:], next_nodes, node_label)
-        _readonly(tab)
 
     # --- construction -------------------------------------------------
     @classmethod
