@@ -32,6 +32,13 @@ used; ``memory_source`` says which. ``rss_delta_mb`` is recorded for every
 engine. ``mask_agree`` is the fraction of the first walk steps where the
 peer's row equals ours (checked after timing, untimed).
 
+``--ref COMMIT`` adds the engine ``ours@COMMIT``: the same worker with ``judge/`` of that commit
+(exported by ``git archive``, see ``bench/automaton_identical.py``) first on ``PYTHONPATH``, run
+right after ours for every family and K, so before and after share the machine's load.
+``compile_cpu_ms`` is the compiling thread's CPU time (``time.thread_time``), less sensitive
+to a loaded machine than the wall time. ``--tokenizer`` takes a comma-separated list; every
+record names its tokenizer.
+
 A compile (or walk) that runs past ``--timeout`` seconds is killed and recorded
 with status ``"timeout"``; larger K of the same engine and family are then not
 run (``"skipped": true``) unless ``--try-all``. Failures are ``"error: ..."``;
@@ -343,9 +350,10 @@ def _worker(spec: dict) -> None:
         gc.collect()
         rss0 = _rss()
         _emit(event="compile_start")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         adapter.compile(labels)
         compile_ms = (time.perf_counter() - t0) * 1e3
+        compile_cpu_ms = (time.thread_time() - c0) * 1e3
         _emit(event="compile_done", compile_ms=compile_ms)
         reset, fill, _ = adapter.walker()
         reset()
@@ -365,7 +373,7 @@ def _worker(spec: dict) -> None:
             walk = walks[w % len(walks)]
             extra["rejected_example"] = {"label": tok.decode(walk[:-1]), "tokens": walk, "step": s,
                                          "token": tok.convert_ids_to_tokens(walk[s])}
-        _emit(event="repeat", compile_ms=compile_ms, first_mask_ms=first_mask_ms,
+        _emit(event="repeat", compile_ms=compile_ms, compile_cpu_ms=compile_cpu_ms, first_mask_ms=first_mask_ms,
               fill_us=statistics.median(times) / 1e3,
               fill_p90_us=float(np.percentile(times, 90)) / 1e3, steps=len(times),
               rejected_walks=len(rejected), memory_bytes=mem, rss_delta=rss_delta, **extra)
@@ -388,12 +396,18 @@ def _worker(spec: dict) -> None:
 
 
 # --------------------------------------------------------------------------- parent
-def _run_worker(spec: dict, timeout: float, setup_timeout: float) -> dict:
-    """Run one (engine, family, K) worker; returns the parsed events and a status."""
+def _run_worker(spec: dict, timeout: float, setup_timeout: float, ref_path: str | None = None) -> dict:
+    """Run one (engine, family, K) worker; returns the parsed events and a status.
+
+    ``ref_path``: a folder holding an earlier commit's ``judge/``, put first on ``PYTHONPATH``."""
     stderr = tempfile.TemporaryFile(mode="w+")
+    repo = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    if ref_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([ref_path, repo])
     proc = subprocess.Popen([sys.executable, "-m", "bench.masks", "--worker", json.dumps(spec)],
-                            stdout=subprocess.PIPE, stderr=stderr, text=True,
-                            cwd=str(Path(__file__).resolve().parents[1]))
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                            cwd=ref_path or repo)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put(None)],
                      daemon=True).start()
@@ -444,6 +458,7 @@ def _summarize(engine: str, family: str, k: int, run: dict, args) -> dict:
 
     if run["status"] == "ok":
         rec["compile_ms"] = med("compile_ms")
+        rec["compile_cpu_ms"] = med("compile_cpu_ms")
         rec["fill_us"] = med("fill_us")
         rec["first_mask_ms"] = med("first_mask_ms")
         rec["fill_p90_us"] = med("fill_p90_us")
@@ -452,14 +467,14 @@ def _summarize(engine: str, family: str, k: int, run: dict, args) -> dict:
         example = next((e["rejected_example"] for e in reps if "rejected_example" in e), None)
         if example:
             rec["rejected_example"] = example
-        if engine == "ours":
+        if engine.startswith("ours"):
             rec["fill_kernel_us"] = med("fill_kernel_us")
         mem = med("memory_bytes")
         rss = max((e["rss_delta"] for e in reps), default=None)
         rec["rss_delta_mb"] = None if rss is None else rss / 1e6
         if mem is not None:
             rec["memory_mb"] = mem / 1e6
-            rec["memory_source"] = _ADAPTERS[engine].memory_source
+            rec["memory_source"] = _ADAPTERS[engine.split("@")[0]].memory_source
         else:
             rec["memory_mb"] = rec["rss_delta_mb"]
             rec["memory_source"] = "rss_delta (psutil; max over repeats)"
@@ -494,6 +509,8 @@ def main(argv=None) -> None:
     p.add_argument("--try-all", action="store_true",
                    help="also run larger K after an engine timed out at a smaller K")
     p.add_argument("--json", default=None, help="write the records to this file")
+    p.add_argument("--ref", default=None,
+                   help="also run ours with judge/ of this commit (engine 'ours@REF'), interleaved")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker is not None:
@@ -517,16 +534,23 @@ def main(argv=None) -> None:
         mod = _MODULES[name]
         versions[name] = (importlib.metadata.version(name.replace("-", "_"))
                           if importlib.util.find_spec(mod) is not None else None)
-    tokenizer = str(Path(args.tokenizer).resolve()) if Path(args.tokenizer).exists() else args.tokenizer
+    ref_path = None
+    if args.ref:
+        from bench.automaton_identical import export_ref
+
+        ref_path = export_ref(args.ref)
+        versions[f"ours@{args.ref}"] = args.ref
+    tokenizers = [str(Path(t).resolve()) if Path(t).exists() else t for t in args.tokenizer.split(",") if t]
     print(f"tokenizer={args.tokenizer} K={ks} families={families} repeats={args.repeats} "
           f"timeout={args.timeout}s walk_steps={args.walk_steps} cpus={os.cpu_count()} "
           f"versions={versions}", flush=True)
 
     records = []
-    for fam in families:
+    ours = ["ours", f"ours@{args.ref}"] if args.ref else ["ours"]
+    for tokenizer, fam in ((t, f) for t in tokenizers for f in families):
         timed_out: set[str] = set()
         for k in ks:
-            for engine in ["ours", *peers]:
+            for engine in [*ours, *peers]:
                 base = {"engine": engine, "family": fam, "K": k, "compile_ms": None,
                         "fill_us": None, "memory_mb": None, "version": versions[engine]}
                 if versions[engine] is None:
@@ -535,16 +559,17 @@ def main(argv=None) -> None:
                     rec = {**base, "status": "timeout", "skipped": True, "timeout_s": args.timeout,
                            "note": "not run: a smaller K already timed out"}
                 else:
-                    spec = {"engine": engine, "tokenizer": tokenizer, "family": fam, "K": k,
+                    spec = {"engine": engine.split("@")[0], "tokenizer": tokenizer, "family": fam, "K": k,
                             "repeats": args.repeats, "walk_steps": args.walk_steps, "seed": args.seed}
                     t0 = time.monotonic()
-                    run = _run_worker(spec, args.timeout, args.setup_timeout)
+                    run = _run_worker(spec, args.timeout, args.setup_timeout,
+                                      ref_path if "@" in engine else None)
                     rec = {**_summarize(engine, fam, k, run, args), "version": versions[engine],
-                           "wall_s": round(time.monotonic() - t0, 1)}
+                           "tokenizer": Path(tokenizer).name, "wall_s": round(time.monotonic() - t0, 1)}
                     if rec["status"] == "timeout":
                         timed_out.add(engine)
                 records.append(rec)
-                print(f"  {engine:<14}{fam:<6}K={k:<7} {rec['status']:<8} compile_ms={fmt(rec['compile_ms'], '.2f')} "
+                print(f"  {Path(tokenizer).name:<10}{engine:<14}{fam:<6}K={k:<7} {rec['status']:<8} compile_ms={fmt(rec['compile_ms'], '.2f')} "
                       f"fill_us={fmt(rec['fill_us'], '.2f')} memory_mb={fmt(rec['memory_mb'], '.3f')}",
                       flush=True)
     print()

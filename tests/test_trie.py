@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from judge._errors import LabelError
 from judge.automaton import _kernels as K
+from judge.automaton import trie as trie_mod
 from judge.automaton.trie import ByteTrie, TrieAutomaton
 from judge.automaton.vocab import Vocabulary
 
@@ -281,6 +282,28 @@ def vocab_encode(vocab, text: bytes):
 def test_bad_labels(labels, message):
     with pytest.raises(LabelError, match=message):
         TrieAutomaton.build(labels, load_vocab("gpt2"))
+
+
+@pytest.mark.parametrize("labels", [["ab", "abc", "b"], ["ba", "cab"], ["a"]])
+def test_one_byte_tokens_skip_the_live_and_reach_passes_with_the_same_edges(labels, monkeypatch):
+    vocab = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"c", b"bc", b""], end_token_ids=[5])
+    lt = ByteTrie.from_strings([lab.encode() for lab in labels])
+    assert trie_mod._spells_every_byte(lt, vocab.byte_trie())
+    fast = TrieAutomaton.build(labels, vocab)
+    monkeypatch.setattr(trie_mod, "_spells_every_byte", lambda *a: False)
+    full = TrieAutomaton.build(labels, vocab)
+    for name in ("indptr", "token_ids", "next_nodes", "node_label"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(full, name))
+    assert _accepted(fast) == _expected(labels, vocab)
+
+
+def test_a_byte_that_is_no_token_keeps_the_passes():
+    vocab = Vocabulary.from_token_bytes([b"a", b"ab", b"c", b"bc", b""], end_token_ids=[4])  # no b"b"
+    vt = vocab.byte_trie()
+    assert not trie_mod._spells_every_byte(ByteTrie.from_strings([b"abc"]), vt)
+    assert trie_mod._spells_every_byte(ByteTrie.from_strings([b"ac", b"ca"]), vt)  # "b" unused
+    full = Vocabulary.from_token_bytes([bytes([i]) for i in range(256)] + [b""], end_token_ids=[256])
+    assert trie_mod._spells_every_byte(ByteTrie.from_strings([b"\x00\xff"]), full.byte_trie())
 
 
 def test_unspellable_label():
