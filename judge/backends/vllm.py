@@ -167,7 +167,11 @@ class _TrieRows:
                              "it would mask logits of draft tokens that are not yet accepted; start vLLM "
                              "without speculative_config to constrain requests.")
         mc = vllm_config.model_config
-        self.vocab_ = front(str(mc.model), str(getattr(mc, "tokenizer", None) or mc.model)).vocab_
+        self._setup_rows(front(str(mc.model), str(getattr(mc, "tokenizer", None) or mc.model)).vocab_, device)
+
+    def _setup_rows(self, vocab, device):
+        """The state ``_init_rows`` sets up, from a vocabulary (benchmarks build the processor without vLLM)."""
+        self.vocab_ = vocab
         self.device = device
         self.req_info: dict[int, _Walk] = {}
         try:
