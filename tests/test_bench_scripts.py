@@ -127,6 +127,17 @@ def test_masks_ours(tmp_path):
     assert all(r["fill_kernel_us"] > 0 for r in recs)
 
 
+def test_vllm_processor_beside_xgrammar(tmp_path, capsys):
+    pytest.importorskip("xgrammar")
+    _main("vllm_processor", "--tokenizer", shared_path("tokenizers", "gpt2"), "--k", "20", "--batches", "1,3",
+          "--repeats", "1", "--steps", "6", "--json", tmp_path / "p.json")
+    rec = json.loads((tmp_path / "p.json").read_text())
+    assert [(p["K"], p["B"]) for p in rec["points"]] == [(20, 1), (20, 3)]
+    assert all(p["mask_agree"] == 1.0 and p["ours_ms"] > 0 and p["xgrammar_ms"] > 0 for p in rec["points"])
+    assert rec["compile"]["20"]["xgrammar_s"] > 0
+    assert "| 20 | 3 |" in capsys.readouterr().out
+
+
 # ----------------------------------------------------------------------------- --model tiny
 def test_accuracy_score_is_cached_and_resumes(tiny, datasets_dir, tmp_path):
     from bench._accuracy_cache import load_scores, variant_scores

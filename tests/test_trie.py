@@ -500,3 +500,76 @@ def test_nodes_with_many_allowed_tokens_grow_the_edge_tables(labels):
             assert node >= 0, (lab, rest)
             rest = rest[len(pieces[tok]):]
         assert len(pieces) - 1 in auto.allowed(node).tolist()
+
+
+# --- mask_logits: the bitmask and its kernel in one pass ---------------------
+
+def _reference_mask(auto, V, node):
+    """Columns of a ``V``-wide row that stay finite at ``node``: its allowed tokens from ``allowed()`` (a trie
+    node), else (accepting, -1) the end tokens; nothing at or past the vocabulary."""
+    toks = auto.allowed(node).tolist() if 0 <= node < auto.n_nodes else list(auto.end_token_ids)
+    keep = np.zeros(V, bool)
+    keep[[t for t in toks if t < min(V, auto.vocab_size)]] = True
+    return keep
+
+
+def _check_mask_logits(auto, rows, nodes, B, V, seed):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(seed).standard_normal((B, V)).astype(np.float32)
+    want = x.copy()
+    for r, n in zip(rows, nodes):
+        want[r][~_reference_mask(auto, V, int(n))] = -np.inf
+    got = x.copy()
+    auto.mask_logits(got, np.array(rows, np.int64), np.array(nodes, np.int64))
+    np.testing.assert_array_equal(got, want)
+    for dt in (torch.float32, torch.float16, torch.bfloat16):  # torch tensors: the same columns, in place
+        t = torch.from_numpy(x).to(dt)
+        before = t.clone()
+        auto.mask_logits(t, rows, nodes)
+        assert torch.equal(torch.isneginf(t), torch.from_numpy(np.isneginf(want))), dt
+        assert torch.equal(t[torch.isfinite(t)], before[torch.isfinite(t)]), dt  # what stays is not changed
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    labels=st.lists(st.text(alphabet="abc", min_size=1, max_size=5), min_size=1, max_size=6, unique=True),
+    extra=st.integers(-3, 40),
+    data=st.data(),
+)
+def test_mask_logits_equals_the_allowed_tokens(labels, extra, data):
+    """Every row, every state (trie nodes, accepting states, -1) and logits narrower or wider than the vocabulary."""
+    tokens = ["a", "b", "c", "ab", "bc", "abc", "ca"]
+    vocab = Vocabulary.from_token_bytes([t.encode() for t in tokens] + [b"", b"x", b""], end_token_ids=[9, 7])
+    auto = TrieAutomaton.build(labels, vocab)
+    V = max(1, vocab.size + extra)
+    B = data.draw(st.integers(1, 6))
+    rows = data.draw(st.lists(st.integers(0, B - 1), max_size=B, unique=True))
+    nodes = data.draw(st.lists(st.integers(-1, auto.n_states - 1), min_size=len(rows), max_size=len(rows)))
+    _check_mask_logits(auto, rows, nodes, B, V, seed=len(rows))
+
+
+def test_mask_logits_on_a_real_vocabulary():
+    vocab = load_vocab("qwen3")
+    auto = TrieAutomaton.build([" " + t for t in FAMILIES["tools"]] + FAMILIES["unicode"], vocab)
+    nodes = [auto.root, 1, 7, auto.n_nodes - 1, auto.n_nodes, -1, auto.n_states - 1] + list(range(20, 400, 37))
+    rows = list(range(len(nodes)))[::-1]
+    _check_mask_logits(auto, rows, nodes, len(nodes) + 2, vocab.size + 64, seed=0)  # two rows untouched, padded
+
+
+def test_mask_logits_refuses_bad_input():
+    v = Vocabulary.from_token_bytes([b"a", b"b", b""], end_token_ids=[2])
+    auto = TrieAutomaton.build(["ab"], v)
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(IndexError, match=r"Row 2 is outside logits of shape \(2, 3\); rows must be in 0..1"):
+        auto.mask_logits(x, [0, 2], [0, 0])
+    with pytest.raises(IndexError, match=r"Row -1 is outside"):
+        auto.mask_logits(x, [-1], [0])
+    with pytest.raises(IndexError, match=r"Invalid automaton state 4 for row 1: valid states are 0..3"):
+        auto.mask_logits(x, [1], [4])
+    with pytest.raises(ValueError, match="same length, got 2 rows and 1 nodes"):
+        auto.mask_logits(x, [0, 1], [0])
+    with pytest.raises(TypeError, match="Invalid logits: expected a 2-D writable float32"):
+        auto.mask_logits(x.astype(np.float64), [0], [0])
+    x.flags.writeable = False
+    with pytest.raises(TypeError, match="Invalid logits"):
+        auto.mask_logits(x, [0], [0])

@@ -738,6 +738,54 @@ def _fill_rows(tab, nodes, bitmask):
     return -1
 
 
+def mask_rows(tab, ends, logits, rows, nodes, neg):
+    """Mask a batch of logits rows in place: what :func:`_fill_rows` then a bitmask kernel do, in one pass.
+
+    ``logits`` is a 2-D array (the raw bits of float logits: int32 for float32, int16 for
+    (b)float16) and ``neg`` the bit pattern of -inf in that dtype. Row ``rows[i]`` keeps the
+    tokens allowed at automaton state ``nodes[i]`` (``tab`` as in :func:`_fill_rows`); a state
+    that is no trie node (negative: off the automaton; an accepting state) keeps only ``ends``
+    (sorted). Every other column of the row becomes ``neg``; columns at or past the vocabulary
+    (padded logits) too, and allowed tokens past ``logits.shape[1]`` are ignored. Between two
+    allowed tokens the row is filled as one run, so a step costs a fill of the rows plus one
+    read of their allowed tokens (sorted in ``tab``).
+
+    Returns -1, or the first ``i`` whose row is outside ``logits`` (nothing masked from there on).
+    """
+    n_nodes = tab[0]
+    base = 3 + n_nodes + 1
+    B = logits.shape[0]
+    V = logits.shape[1]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r < 0 or r >= B:
+            return i
+        row = logits[r]
+        n = nodes[i]
+        prev = 0
+        if 0 <= n < n_nodes:
+            for k in range(tab[3 + n], tab[4 + n]):
+                t = tab[base + k]
+                if t >= V:
+                    break
+                if t >= prev:
+                    row[prev:t] = neg
+                    prev = t + 1
+        else:
+            for k in range(ends.shape[0]):
+                t = ends[k]
+                if t >= V:
+                    break
+                if t >= prev:
+                    row[prev:t] = neg
+                    prev = t + 1
+        row[prev:V] = neg
+    return -1
+
+
+mask_rows = njit(mask_rows)
+
+
 def _jit_disabled() -> bool:
     from numba.core import config
 

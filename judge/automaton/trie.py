@@ -199,6 +199,7 @@ class TrieAutomaton:
         # ``_tab`` itself stays writeable (it is private; its public view ``token_ids`` is not): numba's
         # dispatcher types a read-only array on its slow path, which cost ~100 ns of every fill_bitmask.
         self._tab = tab
+        self._ends = np.unique(np.asarray(self.end_token_ids, np.int32))  # sorted, for K.mask_rows
         self.indptr, self.token_ids, self.next_nodes, self.node_label = _readonly(
             np.asarray(indptr, dtype=np.int64), tab[base:], next_nodes, node_label)
 
@@ -358,6 +359,48 @@ class TrieAutomaton:
         if bad >= 0:
             raise IndexError(f"Invalid automaton state {int(nodes[bad])} in row {bad}: valid states are 0..{self._n_states - 1}.")
 
+    def mask_logits(self, logits, rows, nodes) -> None:
+        """Set to -inf, in place, every logit of row ``rows[i]`` whose token ``nodes[i]`` does not allow.
+
+        What :meth:`fill_bitmask` followed by a bitmask kernel does, in one pass and one kernel call
+        for the whole batch, without a bitmask: each row is filled with -inf between its allowed
+        tokens. A state that is no trie node, an accepting state or ``-1`` (off the automaton),
+        keeps only the end tokens (a finished answer may only end), as the logits processors do.
+        Columns past the vocabulary (padded logits) become -inf; other rows are left alone.
+
+        Parameters
+        ----------
+        logits : CPU torch.Tensor (float32, float16 or bfloat16) or ndarray (float32 or float16), shape (B, V)
+        rows : ndarray of int64, shape (n,)
+            Rows of ``logits`` to mask, each in ``0 .. B - 1``.
+        nodes : ndarray of int64, shape (n,)
+            The state of each of those rows.
+
+        Examples
+        --------
+        >>> from judge.automaton.vocab import Vocabulary
+        >>> v = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b""], end_token_ids=[3])
+        >>> a = TrieAutomaton.build(["ab"], v)
+        >>> x = np.zeros((2, 5), np.float32)
+        >>> a.mask_logits(x, np.array([1]), np.array([a.root]))
+        >>> x.tolist()                     # row 0 untouched; at the root "a" and "ab" may follow
+        [[0.0, 0.0, 0.0, 0.0, 0.0], [0.0, -inf, 0.0, -inf, -inf]]
+        """
+        bits, neg = _raw_bits(logits)
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        if rows.shape != nodes.shape:
+            raise ValueError(f"rows and nodes must have the same length, got {rows.shape[0]} rows and "
+                             f"{nodes.shape[0]} nodes.")
+        if nodes.shape[0] and int(nodes.max()) >= self._n_states:
+            bad = int(np.argmax(nodes >= self._n_states))
+            raise IndexError(f"Invalid automaton state {int(nodes[bad])} for row {int(rows[bad])}: valid states are "
+                             f"0..{self._n_states - 1}, or -1 (off the automaton).")
+        bad = K.mask_rows(self._tab, self._ends, bits, rows, nodes, neg)
+        if bad >= 0:
+            raise IndexError(f"Row {int(rows[bad])} is outside logits of shape {tuple(logits.shape)}; rows must be "
+                             f"in 0..{logits.shape[0] - 1}.")
+
     def allowed_mask(self, node: int) -> np.ndarray:
         """Dense boolean mask of shape (vocab_size,) for one node."""
         mask = np.zeros(self.vocab_size, dtype=bool)
@@ -388,6 +431,28 @@ class TrieAutomaton:
         if name in self.__dict__:
             raise AttributeError(f"TrieAutomaton is immutable; cannot set {name!r}. Build a new one instead.")
         object.__setattr__(self, name, value)
+
+
+_NEG_INF_BITS = {"float32": np.float32(-np.inf).view(np.int32), "float16": np.float16(-np.inf).view(np.int16),
+                  "bfloat16": np.int16(-128)}  # bfloat16 -inf is 0xff80
+
+
+def _raw_bits(logits):
+    """``logits`` (2-D, writable, on the CPU) as an integer view of its bits, and -inf's bit pattern in it."""
+    if type(logits) is np.ndarray:
+        name = logits.dtype.name
+        if name in ("float32", "float16") and logits.ndim == 2 and logits.flags.writeable:
+            return logits.view(np.int32 if name == "float32" else np.int16), _NEG_INF_BITS[name]
+    elif hasattr(logits, "is_floating_point") and getattr(logits, "device", None) is not None:
+        name = str(logits.dtype).removeprefix("torch.")
+        if name in _NEG_INF_BITS and logits.device.type == "cpu" and logits.dim() == 2:
+            import torch
+
+            raw = logits.detach().view(torch.int32 if name == "float32" else torch.int16)
+            return raw.numpy(), _NEG_INF_BITS[name]
+    raise TypeError(f"Invalid logits: expected a 2-D writable float32, float16 or bfloat16 array or CPU tensor, got "
+                    f"{type(logits).__name__} of dtype {getattr(logits, 'dtype', None)} with shape "
+                    f"{tuple(getattr(logits, 'shape', ()))}; on another device use fill_bitmask and a bitmask kernel.")
 
 
 def _encode_labels(labels) -> tuple[np.ndarray, np.ndarray]:

@@ -7,9 +7,12 @@ Two things, both on one ``vllm.LLM`` engine:
   set, switched on per request by ``SamplingParams(extra_args={LABELS_KEY: labels})``; other
   requests in the batch are left alone. Each distinct label set is compiled once into a
   :class:`~judge.automaton.trie.TrieAutomaton` and cached (LRU, per engine process); a request's
-  state is a node id advanced by its generated tokens; each step fills one packed bitmask row per
-  constrained request (xgrammar's layout, applied with xgrammar's kernel as vLLM's structured
-  output does). Any tokenization of a label is admitted, then only end tokens (as
+  state is a node id advanced by its generated tokens. Each step masks CPU float logits in place,
+  one numba kernel call per label set for all its rows (:meth:`TrieAutomaton.mask_logits
+  <judge.automaton.trie.TrieAutomaton.mask_logits>`: -inf between a row's allowed tokens, no
+  bitmask); on other devices it fills one packed bitmask row per request (xgrammar's layout, one
+  kernel call per label set) applied with xgrammar's kernel, as vLLM's structured output does.
+  Any tokenization of a label is admitted, then only end tokens (as
   :class:`~judge.automaton.hf.TrieLogitsProcessor`, whose greedy output it reproduces).
   ``is_argmax_invariant()`` is False; it is refused under speculative decoding. For
   :mod:`judge.structured`'s enum fields where vLLM serves the model, a field's ``EnumSlot.labels``
@@ -144,7 +147,10 @@ class _Walk:
 
     def advance(self) -> int:
         """Consume the tokens generated since the last step (as TrieLogitsProcessor.state walks)."""
-        a, out = self.auto, self.out
+        out = self.out
+        if self.n == len(out):  # nothing new (the first step, or a row that did not advance)
+            return self.node
+        a = self.auto
         while self.n < len(out):
             t = int(out[self.n])
             if t < 0:
@@ -153,13 +159,19 @@ class _Walk:
                                    f"that read output ids).")
             node = self.node
             if node >= 0:
-                node = (node if t in a.end_token_ids else -1) if a.is_accepting(node) else a.next(node, t)
+                node = (node if t in a.end_token_ids else -1) if node >= a.n_nodes else a.next(node, t)
             self.node, self.n = node, self.n + 1
         return self.node
 
 
 class _TrieRows:
-    """The processor's logic (no vLLM here): per-row walks, one bitmask row each, applied to the logits."""
+    """The processor's logic (no vLLM here): per-row walks, then the rows of each label set masked at once.
+
+    Per step: each row's walk consumes its new tokens (a Python loop over the rows: vLLM hands the
+    output ids as one list per request), then one kernel call per label set masks all its rows
+    (CPU float32/float16/bfloat16 logits in place; elsewhere a bitmask for xgrammar's kernel).
+    Measured beside xgrammar's own per-step work by ``python -m bench.vllm_processor``.
+    """
 
     def _init_rows(self, vllm_config, device):
         if getattr(vllm_config, "speculative_config", None) is not None:
@@ -167,14 +179,21 @@ class _TrieRows:
                              "it would mask logits of draft tokens that are not yet accepted; start vLLM "
                              "without speculative_config to constrain requests.")
         mc = vllm_config.model_config
-        self.vocab_ = front(str(mc.model), str(getattr(mc, "tokenizer", None) or mc.model)).vocab_
+        self._setup_rows(front(str(mc.model), str(getattr(mc, "tokenizer", None) or mc.model)).vocab_, device)
+
+    def _setup_rows(self, vocab, device):
+        """The state ``_init_rows`` sets up, from a vocabulary (benchmarks build the processor without vLLM)."""
+        import torch
+
+        self.vocab_ = vocab
+        self._direct_dtypes = (torch.float32, torch.float16, torch.bfloat16)  # masked in place on the CPU
         self.device = device
         self.req_info: dict[int, _Walk] = {}
         try:
             from xgrammar import apply_token_bitmask_inplace
         except ImportError:  # the torch path below: identical masks
             apply_token_bitmask_inplace = None
-        self._apply_bitmask = apply_token_bitmask_inplace
+        self._xgr_apply = apply_token_bitmask_inplace
 
     def _new_walk(self, params, prompt_ids, output_ids):
         labels = (getattr(params, "extra_args", None) or {}).get(LABELS_KEY)
@@ -184,33 +203,46 @@ class _TrieRows:
         return False
 
     def apply(self, logits):
+        if not self.req_info:
+            return logits
+        groups: dict[int, tuple] = {}  # automaton id -> (automaton, rows, states): one kernel call each
+        for r, w in self.req_info.items():
+            g = groups.get(id(w.auto))
+            if g is None:
+                g = groups[id(w.auto)] = (w.auto, [], [])
+            g[1].append(r)
+            g[2].append(w.advance())
+        if logits.device.type == "cpu" and logits.dtype in self._direct_dtypes:
+            for auto, rs, nodes in groups.values():  # in place, no bitmask (TrieAutomaton.mask_logits)
+                auto.mask_logits(logits, np.asarray(rs, np.int64), np.asarray(nodes, np.int64))
+            return logits
+        return self._apply_bitmask(logits, groups)
+
+    def _apply_bitmask(self, logits, groups):
+        """Other devices and dtypes: packed bitmask rows filled on the CPU, applied on the logits' device."""
         import torch
 
         from judge.automaton.trie import set_token_bits
 
-        if not self.req_info:
-            return logits
-        rows = sorted(self.req_info)
         B, V = logits.shape
         words = (V + 31) // 32
         bm = np.zeros((B, words), np.int32)
-        groups: dict[int, tuple] = {}
-        for r in rows:
-            w = self.req_info[r]
-            node = w.advance()
-            if node < 0 or w.auto.is_accepting(node):  # done (or off the automaton): only the end tokens
-                set_token_bits(bm[r], [e for e in w.auto.end_token_ids if e < V])
-            else:
-                _, rs, nodes = groups.setdefault(id(w.auto), (w.auto, [], []))
-                rs.append(r)
-                nodes.append(node)
+        rows = []
         for auto, rs, nodes in groups.values():
+            nodes = np.asarray(nodes, np.int64)
+            rs = np.asarray(rs, np.int64)
+            done = (nodes < 0) | (nodes >= auto.n_nodes)  # finished (or off the automaton): only the end tokens
             part = np.zeros((len(rs), words), np.int32)
-            auto.fill_bitmask(np.asarray(nodes, np.int64), part)
+            auto.fill_bitmask(np.where(done, auto.root, nodes), part)  # one kernel call for the group
+            for i in np.flatnonzero(done):
+                part[i] = 0
+                set_token_bits(part[i], [e for e in auto.end_token_ids if e < V])
             bm[rs] = part
+            rows.extend(rs.tolist())
+        rows.sort()
         mask = torch.from_numpy(bm).to(logits.device, non_blocking=True)
-        if self._apply_bitmask is not None:
-            self._apply_bitmask(logits, mask, indices=rows)
+        if self._xgr_apply is not None:
+            self._xgr_apply(logits, mask, indices=rows)
             return logits
         shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
         idx = torch.tensor(rows, device=logits.device)

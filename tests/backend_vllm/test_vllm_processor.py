@@ -114,3 +114,107 @@ def test_bad_label_lists_are_refused(smol):
         smol.llm_.generate(["x"], SamplingParams(max_tokens=2, extra_args={LABELS_KEY: "abc"}), use_tqdm=False)
     with pytest.raises(Exception, match="[Dd]uplicate"):
         smol.llm_.generate(["x"], SamplingParams(max_tokens=2, extra_args={LABELS_KEY: ["a", "a"]}), use_tqdm=False)
+
+
+def _allowed_rows(logits):
+    return [set(np.flatnonzero(np.isfinite(row.numpy())).tolist()) for row in logits]
+
+
+def test_processor_masks_equal_xgrammar_on_sampled_prefixes():
+    """The processor's allowed tokens equal xgrammar's (a choice grammar of the same labels, a matcher per row).
+
+    Rows hold prefixes of random tokenizations of random labels (pieces of a label encoded apart),
+    complete labels (a label's end and a longer label's continuation both allowed) and finished
+    ones (after the end token: xgrammar's matcher has terminated, ours allows only the end tokens).
+    Two label sets share the batch, one row is left unconstrained; the bitmask path (other devices)
+    gives the same masks as the in-place one.
+    """
+    import random
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoTokenizer
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate
+
+    xgr = pytest.importorskip("xgrammar")
+    from bench._common import ebnf_choice
+    from judge.backends.vllm import logits_processor_class
+    from judge.models import packaged_model_dir
+    from judge.testing import tool_names
+
+    path = str(packaged_model_dir())
+    tok = AutoTokenizer.from_pretrained(path)
+    cfg = SimpleNamespace(speculative_config=None, model_config=SimpleNamespace(model=path, tokenizer=path))
+    proc = logits_processor_class()(cfg, torch.device("cpu"), False)
+    ends = list(proc.vocab_.end_token_ids)
+    V = proc.vocab_.size
+    labels = [" " + x for x in tool_names(300, seed=5)] + [" get", " get_user", " get_user_id", " café au lait",
+                                                            " naïve 😀", "Top up"]
+    other = [" yes", " no", " not sure"]
+    info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=V, stop_token_ids=ends)
+    compiler = xgr.GrammarCompiler(info)
+    grammars = {id(labels): compiler.compile_grammar(ebnf_choice(labels)),
+                id(other): compiler.compile_grammar(ebnf_choice(other))}
+    rng = random.Random(0)
+    rows = []  # (label set, generated tokens)
+    for i in range(96):
+        labs = other if i % 11 == 5 else labels
+        lab = rng.choice(labs[-6:] if i % 4 == 0 else labs)
+        cuts = sorted(rng.sample(range(1, len(lab)), min(rng.randint(0, 3), len(lab) - 1)))
+        ids = [t for a, b in zip([0, *cuts], [*cuts, len(lab)]) for t in tok.encode(lab[a:b], add_special_tokens=False)]
+        ids.append(rng.choice(ends))
+        cut = len(ids) - 1 if i % 5 == 0 else len(ids) if i % 7 == 0 else rng.randint(0, len(ids))
+        rows.append((labs, ids[:cut]))
+    B = len(rows) + 1  # the last row is not constrained
+    proc.update_state(BatchUpdate(batch_size=B, removed=[], moved=[], added=[
+        (i, SamplingParams(extra_args={LABELS_KEY: labs}), None, list(ids)) for i, (labs, ids) in enumerate(rows)]))
+    logits = torch.randn(B, V, generator=torch.Generator().manual_seed(0))
+    ours = proc.apply(logits.clone())
+    got = _allowed_rows(ours)
+    bm = xgr.allocate_token_bitmask(1, V)
+    finished = 0
+    for i, (labs, ids) in enumerate(rows):
+        m = xgr.GrammarMatcher(grammars[id(labs)])
+        assert all(m.accept_token(t) for t in ids), (i, ids)
+        if m.is_terminated():  # after the end token: nothing more for xgrammar, only end tokens for ours
+            finished += 1
+            assert got[i] == set(ends), i
+            continue
+        m.fill_next_token_bitmask(bm, 0)
+        want = set(np.flatnonzero(np.unpackbits(bm.numpy().view(np.uint8), bitorder="little")[:V]).tolist())
+        assert got[i] == want, (i, tok.decode(ids), sorted(got[i] ^ want)[:10])
+        if ids and tok.decode(ids) in labs:  # a complete label: its end, and longer labels' continuations
+            assert set(ends) <= got[i]
+    assert torch.equal(ours[-1], logits[-1])  # the unconstrained row is left alone
+    assert 5 <= finished < len(rows) and any(len(g) > 100 for g in got)  # shallow, deep and finished rows
+    assert torch.equal(ours[torch.isfinite(ours)], logits[torch.isfinite(ours)])  # allowed logits unchanged
+    proc._direct_dtypes = ()  # the bitmask path (a GPU's): the same masks
+    assert _allowed_rows(proc.apply(logits.clone())) == got
+    proc.update_state(BatchUpdate(batch_size=B, removed=[0], moved=[], added=[]))
+    again = proc.apply(logits.clone())
+    assert torch.equal(again[0], logits[0]) and _allowed_rows(again)[1:-1] == got[1:-1]
+
+
+def test_processor_sends_an_off_automaton_row_to_its_end_tokens():
+    """A token the automaton does not allow (vLLM never samples one; a caller could append it) leaves only the end tokens."""
+    from types import SimpleNamespace
+
+    import torch
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate
+
+    from judge.backends.vllm import logits_processor_class
+    from judge.models import packaged_model_dir
+
+    path = str(packaged_model_dir())
+    cfg = SimpleNamespace(speculative_config=None, model_config=SimpleNamespace(model=path, tokenizer=path))
+    proc = logits_processor_class()(cfg, torch.device("cpu"), False)
+    out = []
+    proc.update_state(BatchUpdate(batch_size=1, removed=[], moved=[],
+                                  added=[(0, SamplingParams(extra_args={LABELS_KEY: [" yes", " no"]}), None, out)]))
+    V = proc.vocab_.size
+    assert len(_allowed_rows(proc.apply(torch.zeros(1, V)))[0]) >= 2
+    out.append(proc.vocab_.token_bytes.index(b"zzz") if b"zzz" in proc.vocab_.token_bytes else 0)
+    for dt in (torch.float32, torch.bfloat16):
+        assert _allowed_rows(proc.apply(torch.zeros(1, V, dtype=dt)).float())[0] == set(proc.vocab_.end_token_ids)
