@@ -7,7 +7,7 @@ For one tokenizer (default: the packaged SmolLM2's; ``--tokenizer`` takes a fold
 ``../shared/tokenizers/qwen3``), every K (``judge.testing.tool_names(K, seed=0)`` with a leading
 space, as ``bench/_vllm_bench.py`` constrains them) and every batch size B:
 
-* **ours**: the label processor's logic (``judge.backends.vllm._TrieRows``, what the vLLM class
+* **ours**: the label processor's logic (``judge.backends.label_rows.LabelRows``, what the vLLM class
   runs in ``apply``; only ``update_state``, vLLM's bookkeeping of added and removed requests, is
   left out) with B constrained rows of one label set; one step = ``apply`` on (B, V) float32
   logits: it advances each row's node by the token appended since the last step, then masks.
@@ -41,7 +41,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 
 def _tokenizer(path):
@@ -86,19 +85,17 @@ def _measure(K, B, labels, seqs, vocab, compiled, V, repeats, steps, seed=0):
     import torch
     import xgrammar as xgr
 
-    from judge.backends.vllm import LABELS_KEY, _TrieRows
+    from judge.backends.label_rows import LabelRows
 
-    sp = SimpleNamespace(extra_args={LABELS_KEY: labels})
     gen = torch.Generator().manual_seed(seed)
     per = {"ours": [], "xgrammar": [], "accept": []}
     agree = [0, 0]
     for rep in range(repeats):
-        proc = _TrieRows()
-        proc._setup_rows(vocab, torch.device("cpu"))
+        proc = LabelRows(vocab, "cpu")
         rows = _Rows(seqs, B)
         outs = [[] for _ in range(B)]
         for r in range(B):
-            proc.req_info[r] = proc._new_walk(sp, None, outs[r])
+            proc.add(r, labels, outs[r])
         matchers = [xgr.GrammarMatcher(compiled) for _ in range(B)]
         bitmask = xgr.allocate_token_bitmask(B, V)
         logits = torch.randn(B, V, generator=gen)
@@ -132,7 +129,7 @@ def _measure(K, B, labels, seqs, vocab, compiled, V, repeats, steps, seed=0):
             t_acc.append(time.perf_counter() - t0)
             for r in rows.step():  # a finished row starts its next label: a new request in that slot
                 outs[r] = []
-                proc.req_info[r] = proc._new_walk(sp, None, outs[r])
+                proc.add(r, labels, outs[r])
                 matchers[r].reset()
         per["ours"].append(1000 * statistics.median(t_ours))
         per["xgrammar"].append(1000 * statistics.median(t_x))
@@ -162,7 +159,7 @@ def main(argv=None) -> int:
     from bench._common import ebnf_choice
     from judge.automaton.trie import TrieAutomaton
     from judge.automaton.vocab import Vocabulary
-    from judge.backends.vllm import _compiled
+    from judge.backends.label_rows import LabelRows
     from judge.testing import tool_names
 
     torch.set_num_threads(args.threads)
@@ -181,7 +178,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         TrieAutomaton.build(labels, vocab)
         ours_compile = time.perf_counter() - t0
-        _compiled(labels, vocab)  # the processor's cache: the timed steps find it compiled
+        LabelRows(vocab).add(0, labels, [])  # the processor's cache: the timed steps find it compiled
         t0 = time.perf_counter()
         compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(ebnf_choice(labels))
         x_compile = time.perf_counter() - t0

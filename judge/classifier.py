@@ -464,15 +464,13 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
     def predict(self, texts, *, abstain: bool = False) -> np.ndarray:
         """The most probable label of each text (or None below ``threshold_`` with ``abstain=True``).
 
-        On the exact and search paths the answer is exactly the argmax of full
-        exact scoring (after label bias and temperature) but only the subtrees
-        of the label trie that could still win are expanded, best first
-        (:mod:`judge.engine.search`): the answer is *certified*. Past
-        ``search_budget`` tokens for a text the best label found is returned,
-        with a warning; ``search_report_`` holds ``certified`` and ``gap`` per
-        text. Where the model computes on a GPU the exact path scores in full
-        instead, the same argmax found faster there
-        (:meth:`judge.compiled.CompiledLabels.search_pays`). With ``abstain=True`` the full distribution is computed (the
+        On the exact and search paths the answer is exactly the argmax of full exact scoring (after
+        label bias and temperature) but only the subtrees of the label trie that could still win are
+        expanded, best first (:mod:`judge.engine.search`): the answer is *certified*. Past
+        ``search_budget`` tokens for a text the best label found is returned, with a warning;
+        ``search_report_`` holds ``certified`` and ``gap`` per text. On a GPU the exact path scores
+        in full instead (the same argmax, faster there: :meth:`judge.compiled.CompiledLabels.search_pays`).
+        With ``abstain=True`` the full distribution is computed (the
         threshold needs the true top probability); :meth:`predict_records` says why each None.
 
         Returns
@@ -494,8 +492,8 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         texts = check_texts(texts)
         kind = self.prior_for(len(texts))
         cal = self._calibration_for(kind)
-        searched = not (abstain or not texts or kind == "batch") and self.compiled_.search_pays()
-        res = self._search(texts, cal, "argmax", 0.0) if searched else None
+        go = not (abstain or not texts or kind == "batch") and self.compiled_.search_pays()
+        res = self._search(texts, cal, "argmax", 0.0) if go else None
         if res is not None:  # the exact argmax, proven by the prefix bound, without full scoring
             top = res.argmax(*((cal.bias, cal.temperature) if cal is not None else ()))
         else:

@@ -117,17 +117,18 @@ def test_vllm_missing_says_where_it_lives(monkeypatch):
 def test_processor_refuses_speculative_decoding():
     from judge.backends import vllm as vb
 
-    rows = object.__new__(vb._TrieRows)
     with pytest.raises(ValueError, match="cannot run under speculative decoding"):
-        rows._init_rows(SimpleNamespace(speculative_config=object(), model_config=None), "cpu")
+        vb._processor_vocab(SimpleNamespace(speculative_config=object(), model_config=None))
 
 
-@pytest.mark.parametrize("kernel", ["torch", "xgrammar"])
+@pytest.mark.parametrize("kernel", ["direct", "torch", "xgrammar"])
 def test_processor_rows_mask_like_trie_logits_processor(kernel):
+    """Every path of the processor's masking (CPU logits in place; a bitmask applied by torch or
+    by xgrammar's kernel, as on other devices) masks like TrieLogitsProcessor."""
     import torch
 
     from judge import TrieAutomaton, TrieLogitsProcessor
-    from judge.backends import vllm as vb
+    from judge.backends.label_rows import LabelRows, _Walk
     from judge.engine import Engine
     from judge.testing import tiny_pair
 
@@ -139,11 +140,13 @@ def test_processor_rows_mask_like_trie_logits_processor(kernel):
     auto = TrieAutomaton.build(labels, eng.vocab_)
     other = TrieAutomaton.build([" yes", " no"], eng.vocab_)
     canon = eng.option_ids("Label:", labels, end_token=True)[0]
-    rows = object.__new__(vb._TrieRows)
-    rows.req_info, rows._apply_bitmask = {}, apply_bitmask
+    rows = LabelRows(eng.vocab_, "cpu")
+    rows._xgr_apply = apply_bitmask
+    if kernel != "direct":  # the bitmask path other devices and dtypes take
+        rows._direct_dtypes = ()
     live = {1: [], 2: canon[:1], 3: list(canon), 5: []}  # 0 and 4: unconstrained; 3: finished; 5: another set
     for r, out in live.items():
-        rows.req_info[r] = vb._Walk(other if r == 5 else auto, out)
+        rows.req_info[r] = _Walk(other if r == 5 else auto, out)
     V = auto.vocab_size + 7  # logits padded past the tokenizer, as some models are
     gen = torch.Generator().manual_seed(0)
     for step in range(3):

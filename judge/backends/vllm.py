@@ -50,11 +50,11 @@ import atexit
 import functools
 import os
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
 from judge.backends._vllm_front import check_classifier, front, import_vllm, model_path
+from judge.backends.label_rows import LABELS_KEY, LabelRows, automaton_cache_info
 from judge.engine.protocol import Closing, Item, option_context
 
 __all__ = ["VLLMScorer", "PROCESSOR", "LABELS_KEY", "logits_processor_class", "automaton_cache_info",
@@ -62,13 +62,6 @@ __all__ = ["VLLMScorer", "PROCESSOR", "LABELS_KEY", "logits_processor_class", "a
 
 #: Fully qualified name of the logits processor, for ``vllm.LLM(logits_processors=[PROCESSOR])``.
 PROCESSOR = "judge.backends.vllm:TrieVLLMLogitsProcessor"
-#: ``SamplingParams.extra_args`` key holding a request's label list (the strings the model writes).
-LABELS_KEY = "judge_labels"
-_CACHE_SETS = 64  # distinct label sets kept compiled per engine process
-_CACHE_BYTES = 2 << 30  # and at most this much automaton memory
-_AUTOMATA: OrderedDict = OrderedDict()  # (vocabulary id, labels) -> TrieAutomaton
-_STATS = {"compiled": 0, "hits": 0}
-_LOCK = threading.Lock()
 _ENGINES: dict = {}  # (model, tokenizer, engine arguments) -> [vllm.LLM, scorers using it]: one per setting
 _ENGINES_LOCK = threading.Lock()
 
@@ -96,159 +89,14 @@ def _shutdown_all() -> None:
 
 # ----------------------------------------------------------------------------- logits processor
 
-def _compiled(labels, vocab):
-    """The automaton of ``labels`` over ``vocab``: compiled once per distinct set, then cached (LRU)."""
-    from judge.automaton.trie import TrieAutomaton
-
-    key = (id(vocab), tuple(labels))
-    with _LOCK:
-        hit = _AUTOMATA.get(key)
-        if hit is not None:
-            _AUTOMATA.move_to_end(key)
-            _STATS["hits"] += 1
-            return hit
-    auto = TrieAutomaton.build(list(labels), vocab)
-    with _LOCK:
-        _AUTOMATA[key] = auto
-        _STATS["compiled"] += 1
-        held = sum(a.memory_bytes for a in _AUTOMATA.values())
-        while len(_AUTOMATA) > 1 and (len(_AUTOMATA) > _CACHE_SETS or held > _CACHE_BYTES):
-            held -= _AUTOMATA.popitem(last=False)[1].memory_bytes
-    return auto
-
-
-def automaton_cache_info(worker=None) -> dict:
-    """How many label sets this process compiled and found cached (the logits processor's cache).
-
-    ``worker`` is ignored: the signature lets ``llm.collective_rpc(automaton_cache_info)`` read
-    the counts inside vLLM's worker processes.
-
-    Returns
-    -------
-    dict
-        ``{"compiled": int, "hits": int, "cached": int}``.
-
-    Examples
-    --------
-    >>> sorted(automaton_cache_info())
-    ['cached', 'compiled', 'hits']
-    """
-    with _LOCK:
-        return {"compiled": _STATS["compiled"], "hits": _STATS["hits"], "cached": len(_AUTOMATA)}
-
-
-class _Walk:
-    """One constrained request: its automaton, its live output ids, and where it stands."""
-
-    __slots__ = ("auto", "out", "n", "node")
-
-    def __init__(self, auto, out):
-        self.auto, self.out, self.n, self.node = auto, out, 0, auto.root
-
-    def advance(self) -> int:
-        """Consume the tokens generated since the last step (as TrieLogitsProcessor.state walks)."""
-        out = self.out
-        if self.n == len(out):  # nothing new (the first step, or a row that did not advance)
-            return self.node
-        a = self.auto
-        while self.n < len(out):
-            t = int(out[self.n])
-            if t < 0:
-                raise RuntimeError(f"Output token {self.n} of a constrained request is a placeholder ({t}); the "
-                                   f"label automaton needs the real ids (vLLM provides them to logits processors "
-                                   f"that read output ids).")
-            node = self.node
-            if node >= 0:
-                node = (node if t in a.end_token_ids else -1) if node >= a.n_nodes else a.next(node, t)
-            self.node, self.n = node, self.n + 1
-        return self.node
-
-
-class _TrieRows:
-    """The processor's logic (no vLLM here): per-row walks, then the rows of each label set masked at once.
-
-    Per step: each row's walk consumes its new tokens (a Python loop over the rows: vLLM hands the
-    output ids as one list per request), then one kernel call per label set masks all its rows
-    (CPU float32/float16/bfloat16 logits in place; elsewhere a bitmask for xgrammar's kernel).
-    Measured beside xgrammar's own per-step work by ``python -m bench.vllm_processor``.
-    """
-
-    def _init_rows(self, vllm_config, device):
-        if getattr(vllm_config, "speculative_config", None) is not None:
-            raise ValueError("The judge label-automaton logits processor cannot run under speculative decoding: "
-                             "it would mask logits of draft tokens that are not yet accepted; start vLLM "
-                             "without speculative_config to constrain requests.")
-        mc = vllm_config.model_config
-        self._setup_rows(front(str(mc.model), str(getattr(mc, "tokenizer", None) or mc.model)).vocab_, device)
-
-    def _setup_rows(self, vocab, device):
-        """The state ``_init_rows`` sets up, from a vocabulary (benchmarks build the processor without vLLM)."""
-        import torch
-
-        self.vocab_ = vocab
-        self._direct_dtypes = (torch.float32, torch.float16, torch.bfloat16)  # masked in place on the CPU
-        self.device = device
-        self.req_info: dict[int, _Walk] = {}
-        try:
-            from xgrammar import apply_token_bitmask_inplace
-        except ImportError:  # the torch path below: identical masks
-            apply_token_bitmask_inplace = None
-        self._xgr_apply = apply_token_bitmask_inplace
-
-    def _new_walk(self, params, prompt_ids, output_ids):
-        labels = (getattr(params, "extra_args", None) or {}).get(LABELS_KEY)
-        return None if labels is None else _Walk(_compiled(labels, self.vocab_), output_ids)
-
-    def is_argmax_invariant(self) -> bool:
-        return False
-
-    def apply(self, logits):
-        if not self.req_info:
-            return logits
-        groups: dict[int, tuple] = {}  # automaton id -> (automaton, rows, states): one kernel call each
-        for r, w in self.req_info.items():
-            g = groups.get(id(w.auto))
-            if g is None:
-                g = groups[id(w.auto)] = (w.auto, [], [])
-            g[1].append(r)
-            g[2].append(w.advance())
-        if logits.device.type == "cpu" and logits.dtype in self._direct_dtypes:
-            for auto, rs, nodes in groups.values():  # in place, no bitmask (TrieAutomaton.mask_logits)
-                auto.mask_logits(logits, np.asarray(rs, np.int64), np.asarray(nodes, np.int64))
-            return logits
-        return self._apply_bitmask(logits, groups)
-
-    def _apply_bitmask(self, logits, groups):
-        """Other devices and dtypes: packed bitmask rows filled on the CPU, applied on the logits' device."""
-        import torch
-
-        from judge.automaton.trie import set_token_bits
-
-        B, V = logits.shape
-        words = (V + 31) // 32
-        bm = np.zeros((B, words), np.int32)
-        rows = []
-        for auto, rs, nodes in groups.values():
-            nodes = np.asarray(nodes, np.int64)
-            rs = np.asarray(rs, np.int64)
-            done = (nodes < 0) | (nodes >= auto.n_nodes)  # finished (or off the automaton): only the end tokens
-            part = np.zeros((len(rs), words), np.int32)
-            auto.fill_bitmask(np.where(done, auto.root, nodes), part)  # one kernel call for the group
-            for i in np.flatnonzero(done):
-                part[i] = 0
-                set_token_bits(part[i], [e for e in auto.end_token_ids if e < V])
-            bm[rs] = part
-            rows.extend(rs.tolist())
-        rows.sort()
-        mask = torch.from_numpy(bm).to(logits.device, non_blocking=True)
-        if self._xgr_apply is not None:
-            self._xgr_apply(logits, mask, indices=rows)
-            return logits
-        shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
-        idx = torch.tensor(rows, device=logits.device)
-        allowed = ((mask[idx].unsqueeze(-1) >> shifts) & 1).reshape(len(rows), -1)[:, :V].bool()
-        logits[idx] = logits[idx].masked_fill(~allowed, float("-inf"))
-        return logits
+def _processor_vocab(vllm_config):
+    """The vocabulary the processor of an engine built with ``vllm_config`` masks over (speculative decoding refused)."""
+    if getattr(vllm_config, "speculative_config", None) is not None:
+        raise ValueError("The judge label-automaton logits processor cannot run under speculative decoding: "
+                         "it would mask logits of draft tokens that are not yet accepted; start vLLM "
+                         "without speculative_config to constrain requests.")
+    mc = vllm_config.model_config
+    return front(str(mc.model), str(getattr(mc, "tokenizer", None) or mc.model)).vocab_
 
 
 @functools.cache
@@ -279,7 +127,7 @@ def logits_processor_class():
     from vllm.v1.sample.logits_processor import LogitsProcessor
     from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
-    class TrieVLLMLogitsProcessor(_TrieRows, LogitsProcessor):
+    class TrieVLLMLogitsProcessor(LabelRows, LogitsProcessor):
         """Keeps each request that carries ``extra_args[LABELS_KEY]`` inside its labels' automaton."""
 
         @classmethod
@@ -294,10 +142,10 @@ def logits_processor_class():
                 validate_labels(list(labels))
 
         def __init__(self, vllm_config, device, is_pin_memory):
-            self._init_rows(vllm_config, device)
+            LabelRows.__init__(self, _processor_vocab(vllm_config), device)
 
         def update_state(self, batch_update):
-            process_dict_updates(self.req_info, batch_update, self._new_walk)
+            process_dict_updates(self.req_info, batch_update, self.new_walk)
 
     TrieVLLMLogitsProcessor.__module__ = __name__
     TrieVLLMLogitsProcessor.__qualname__ = "TrieVLLMLogitsProcessor"

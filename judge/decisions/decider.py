@@ -9,24 +9,15 @@ reference `judge.testing.Reference`), sums the strings that count for the same o
 calibration profile when one is set, and returns an `Answer` per question with the
 contract's reference confidence.
 
-**Bias correction, on by default, no labels** (`judge.decisions.priors`): the first time a
-question *shape* (everything but the state) is seen, it is also asked about each of
-`CONTENT_FREE`'s states in that same scoring call; their mean answer, the shape's prior,
-is cached and divided out of every answer (``bias="contextual"``, the default: answers
-never depend on other requests). ``bias="running"`` replaces it, once ``warm_up`` states
-were asked the question, by their mean answer (a running batch prior: answers depend on
-earlier traffic, not on their own micro-batch). ``bias=None`` switches it off.
+**Bias correction**, on by default and label-free (`judge.decisions.priors`: a question shape's prior
+from `CONTENT_FREE` states asked in the same call, divided out; ``bias="running"``: a running batch
+prior; ``bias=None``: off). **Guard**, opt-in (`judge.decisions.guard`): variants of the state with
+pieces erased, scored in the same call, so that no planted piece decides.
 
-**Guard, opt-in** (`judge.decisions.guard`): a guarded call also scores, in the same scoring
-call, variants of its state with pieces erased (flagged by the content scanners, or each in
-turn for questions with cautious options) and answers so that no planted piece decides.
-
-`Decider.ask_many` does the same for several states at once (the server's micro-batches), in
-two steps that may run apart: `Decider.plan_request` plans a request, lowers it to the scorer's
-token-level items and prices it (`judge.decisions.planning.RequestPlan`: the server's admission
-does this once per request, off the scoring thread), and `Decider.answer` scores several plans in
-one call without planning or tokenizing them again. `Decider.count_tokens` is a plan's price (the
-server's budget), `Decider.describe` says how it answers (``/v1/models``).
+`Decider.ask_many` answers several states at once, in two steps that may run apart:
+`Decider.plan_request` plans, lowers and prices a request (`judge.decisions.planning.RequestPlan`;
+the server's admission, off the scoring thread) and `Decider.answer` scores several plans in one
+call. `Decider.count_tokens` is a plan's price, `Decider.describe` how it answers (``/v1/models``).
 
 What it deliberately does not do: tokenize (the scorer does, through
 `judge.decisions.planning`), build prompts (`judge.decisions.prompts`), fit calibration
@@ -70,6 +61,9 @@ from judge.engine.protocol import Closing
 __all__ = ["Decider"]
 
 
+
+#: The lock every Decider's lazy setup (Decider._once) runs under: setup is rare; a Decider stays picklable.
+_SETUP_LOCK = threading.RLock()
 
 class Decider(Closing):
     """Answer typed questions about a state with a causal LM.
@@ -153,18 +147,17 @@ class Decider(Closing):
         self.guard = guard
         self.profile = profile
         self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
-        # the lazy setup below (scorer, loaded profiles, priors) runs once, whichever thread comes first
-        # (the server's admission threads and its batcher): each is checked, then built under this lock
-        self._setup_lock = threading.RLock()
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        del state["_setup_lock"]
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._setup_lock = threading.RLock()
+    def _once(self, name, build, fresh=lambda v: v is not None):
+        """``self.<name>``, built by ``build()`` (unless ``fresh``) once, whichever thread (admission, batcher) comes first."""
+        v = self.__dict__.get(name)
+        if not fresh(v):
+            with _SETUP_LOCK:
+                v = self.__dict__.get(name)
+                if not fresh(v):
+                    v = build()
+                    setattr(self, name, v)
+        return v
 
     # -- state
     @property
@@ -177,14 +170,8 @@ class Decider(Closing):
         >>> type(Decider(*tiny_pair()).scorer_).__name__, type(Decider(scorer=Reference(*tiny_pair())).scorer_).__name__
         ('Engine', 'Reference')
         """
-        scorer = self.__dict__.get("_scorer")
-        if scorer is None:
-            with self._setup_lock:
-                scorer = self.__dict__.get("_scorer")
-                if scorer is None:
-                    scorer = self._scorer = build_scorer(self.scorer, self.engine, self.model, self.tokenizer,
-                                                         self.backend, self.device)
-        return scorer
+        return self._once("_scorer", lambda: build_scorer(self.scorer, self.engine, self.model, self.tokenizer,
+                                                          self.backend, self.device))
 
     def close(self) -> None:
         """Release the scorer this Decider built (one passed in stays the caller's); idempotent.
@@ -194,7 +181,7 @@ class Decider(Closing):
         >>> "_scorer" in vars(d)
         False
         """
-        with self._setup_lock:
+        with _SETUP_LOCK:
             scorer = self.__dict__.pop("_scorer", None)
         if scorer is not None and scorer is not self.scorer and scorer is not self.engine:
             scorer.close()
@@ -229,11 +216,7 @@ class Decider(Closing):
         if c is None:
             return None
         if not isinstance(c, DecisionCalibration):
-            if "_cal_loaded" not in self.__dict__:
-                with self._setup_lock:
-                    if "_cal_loaded" not in self.__dict__:
-                        self._cal_loaded = DecisionCalibration.load(c)
-            c = self._cal_loaded
+            c = self._once("_cal_loaded", lambda: DecisionCalibration.load(self.calibration))
         meta = c.meta or {}
         seen = (meta.get("prompt_version"), meta.get("bias"))
         if meta.get("prompt_version") and seen != (PROMPT_VERSION, self.bias) and not self._warn_once():
@@ -244,7 +227,7 @@ class Decider(Closing):
 
     def _warn_once(self) -> bool:
         """Whether the calibration's warning was already given (and, from now on, that it was)."""
-        with self._setup_lock:
+        with _SETUP_LOCK:
             warned, self._warned = getattr(self, "_warned", False), True
         return warned
 
@@ -259,11 +242,8 @@ class Decider(Closing):
         """
         if self.profile is None or isinstance(self.profile, DecisionProfile):
             return self.profile
-        if getattr(self, "_profile_from", None) != self.profile:
-            with self._setup_lock:
-                if getattr(self, "_profile_from", None) != self.profile:  # loaded is set before from is
-                    self._profile_loaded, self._profile_from = DecisionProfile.load(self.profile), self.profile
-        return self._profile_loaded
+        path = self.profile  # reloaded when the path changes
+        return self._once("_profile_of", lambda: (path, DecisionProfile.load(path)), lambda v: v and v[0] == path)[1]
 
     @property
     def styles_(self) -> dict:
@@ -344,13 +324,8 @@ class Decider(Closing):
                                 f"default: content-free inputs), 'running' (a running batch prior) or None (off).")
         if self.bias is None:
             return None
-        priors = self.__dict__.get("_priors")
-        if priors is None or priors.method != self.bias:
-            with self._setup_lock:
-                priors = self.__dict__.get("_priors")
-                if priors is None or priors.method != self.bias:
-                    priors = self._priors = QuestionPriors(self.bias, warm_up=self.warm_up)
-        return priors
+        return self._once("_priors", lambda: QuestionPriors(self.bias, warm_up=self.warm_up),
+                          lambda p: p is not None and p.method == self.bias)
 
     # -- work
     def plan(self, state: Any, question: Question) -> Plan:
