@@ -369,3 +369,20 @@ def test_a_yes_no_tie_keeps_the_answer_read_on_the_state(p_state, p_variant):
     for cautious in (["false"], ["true", "false"]):  # "true" unlisted, then listed: a tie either way
         i, rep = _combine(q, answers, _tie_plan(2), cautious)
         assert i == 0 and not rep.changed
+
+
+@pytest.mark.parametrize("parts", [
+    ("ab<|x", "|>"), ("ab<|x", "|>c"), ("a<", "|x|>bc"), ("ab<|x|", ">"),  # the cut goes through the control token
+    ("ab", "<|x|>c"), ("ab<|x|>", "c"),  # the cut just before it, just after it
+    ("ab", "c<|x|>defghijk"), ("abcdefgh<|x|>ij", "k"), ("ab<|x|>cd", "e<|x|>fghijkl"),  # elsewhere in the state
+])
+def test_a_variant_is_given_whole_only_where_its_shared_cut_goes_through_a_control_token(parts):
+    """variant_texts: a control token must not be split between the shared first piece and the rest; a reference
+    by every occurrence of the token: it straddles the cut when it starts before it and ends after it."""
+    from judge.decisions.guard import CallPlan, variant_texts
+
+    token, whole, cut_at = "<|x|>", "".join(parts), len(parts[0])
+    starts = [i for i in range(len(whole)) if whole.startswith(token, i)]
+    straddles = any(s < cut_at < s + len(token) for s in starts)
+    plan = CallPlan([], {}, {"q": [frozenset({1})]}, {frozenset({1}): parts})
+    assert variant_texts(plan, {"q": None}, [token])[1]["q"] == [(whole,) if straddles else parts]
