@@ -861,6 +861,24 @@ def test_calibration_report_has_baselines_intervals_and_floor():
     assert set(r["coverage_at_accuracy"]) == {"0.5", "0.7"}
 
 
+def test_calibration_report_resamples_as_asked_and_scores_an_empty_class_as_zero_silently():
+    """The intervals are bootstrap_interval's at the report's n_resamples, level and seed; macro-F1 averages over
+    every class, one neither present nor predicted counting 0, without a warning (a fourth, empty column here)."""
+    y, p3 = _calibrated_sample(120, k=3, seed=5)
+    p = np.column_stack([p3, np.zeros(len(y))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = cal.calibration_report(y, p, n_resamples=40, level=0.8, seed=7)
+    boot = dict(n_resamples=40, level=0.8, seed=7)
+    assert r["accuracy_ci"] == cal.bootstrap_interval(lambda yy, pp: float(np.mean(pp.argmax(1) == yy)), y, p, **boot)
+    assert r["ece_ci"] == cal.bootstrap_interval(expected_calibration_error, y, p, **boot)
+    pred = p.argmax(1)
+    f1 = [2 * np.sum((pred == c) & (y == c)) / max(1, np.sum(pred == c) + np.sum(y == c)) for c in range(4)]
+    assert r["macro_f1"] == pytest.approx(np.mean(f1)) and f1[3] == 0
+    share = np.bincount(y, minlength=4).max() / len(y)  # the majority class: precision = share, recall = 1
+    assert r["majority"]["macro_f1"] == pytest.approx(2 * share / (share + 1) / 4)
+
+
 # --------------------------------------------------------------------------- choosing the bias L2
 
 

@@ -524,7 +524,10 @@ def calibration_report(
         ``ece_over_floor``, ``nll``, ``brier``, ``coverage_at_accuracy``
         (``{target: coverage}``), ``majority`` (accuracy and macro-F1 of
         always answering this set's most frequent class) and ``uniform``
-        (expected accuracy of a uniform guess, ``1 / n_classes``).
+        (expected accuracy of a uniform guess, ``1 / n_classes``). Macro-F1
+        averages over every class, one neither present nor predicted
+        counting 0 (no warning); the intervals are :func:`bootstrap_interval`'s with
+        ``n_resamples``, ``level`` and ``seed``.
 
     Examples
     --------
