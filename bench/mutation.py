@@ -83,7 +83,7 @@ _ENGINE_TESTS = ["tests/test_classifier.py", "tests/test_search.py", "tests/test
                  "tests/test_server_limits.py::test_engine_refuses_positions_past_the_context"]
 _AUTOMATON_TESTS = ["tests/test_trie.py", "tests/test_vocab.py", "tests/test_token_classes.py"]
 _CALIBRATION_TESTS = ["tests/test_calibration.py", "tests/test_calibrated_classifier.py"]
-_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_classifier.py", "tests/test_search.py"]
+_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/test_search.py"]
 # the engine-level drawn property (it never reaches the compiled set) and the two-minute default-decode_above check
 # (its fast twin, test_every_path_answers_by_one_definition_above_and_below_decode_above, runs)
 _COMPILED_SKIP = ["tests/test_search.py::test_certified_search_equals_full_exact_drawn",
