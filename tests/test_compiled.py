@@ -171,3 +171,38 @@ def test_auto_above_decode_above_beam_searches_where_the_engine_cannot_search(pa
         assert Classifier(["yes", "no", "maybe"], model, tokenizer=tok, decode_above=2).method_ == "decode"
     assert Classifier(["yes", "no", "maybe"], model, tokenizer=tok).method_ == "first_token"
     assert Classifier(["card arrival", "exchange rate"], model, tokenizer=tok).method_ == "exact"
+
+
+# ----------------------------------------------------------------------------- options the compiled set passes on
+
+def test_rotations_are_refused_on_the_decode_path(pair):
+    model, tok = pair
+    with pytest.raises(ValueError, match=r"^rotations=2 averages over label lists, which the decode path \(K > "
+                                         r"decode_above, or method='decode'\) does not score; use rotations=1\.$"):
+        Classifier(["A01", "A02", "B10"], model, tokenizer=tok, method="decode", rotations=2).setup()
+    with pytest.raises(ValueError, match=r"^rotations=3 averages over label lists, which the decode path"):
+        compile_labels(LabelSpec(("A01", "A02"), ("A01", "A02"), method="decode", rotations=3, model=model,
+                                 tokenizer=tok))
+
+
+def test_the_device_asked_for_reaches_a_new_scorer():
+    """A model loaded by name is loaded on ``device``; changing it gives a new scorer with that device, never the
+    old one reused (a parameter change recompiles)."""
+    from judge.testing import tiny_model_dir
+
+    clf = Classifier(["yes", "no"], tiny_model_dir())
+    first = clf.compiled_.engine
+    assert first.device is None
+    clf.device = "cpu"
+    second = clf.compiled_.engine
+    assert second is not first and second.device == "cpu" and second.model_.device.type == "cpu"
+    c = compile_labels(LabelSpec(("yes", "no"), ("yes", "no"), model=tiny_model_dir(), device="cpu"), engine=first)
+    assert c.engine is not first and c.engine.device == "cpu"
+
+
+@pytest.mark.parametrize("progress, shown", [(True, True), (False, False), (None, False)])
+def test_a_progress_bar_is_drawn_only_when_asked_for(pair, capsys, progress, shown):
+    model, tok = pair
+    clf = Classifier(LABELS, model, tokenizer=tok, method="exact", progress=progress)
+    clf.decision_function(TEXTS)  # one batch: the default (None: when there are more than 4) draws nothing
+    assert ("scoring" in capsys.readouterr().err) == shown
