@@ -5,6 +5,7 @@
     python -m bench.mutation --modules engine.masks,engine.options --sample 80 --json bench/results/mutation.json
     python -m bench.mutation --list                                  # the modules, their tests and targets
     python -m bench.mutation --report bench/results/mutation.json    # the table of a results file
+    python -m bench.mutation --changed main                          # only the lines a change touches (below)
 
 For each module (see ``--list``): a scratch copy of the repository (``judge/``, ``tests/``,
 ``pyproject.toml`` with a ``[tool.mutmut]`` section naming the module and its tests) in a
@@ -14,6 +15,10 @@ mutmut runs only the selected tests that reach the mutated function, in a proces
 after the tests were imported once, ``-x``: a killed mutant costs its first failing test.
 The selections include the module's doctests and the ``slow`` tests of its files (the
 wider property tests: the ``mutation`` hypothesis profile of tests/conftest.py is loaded).
+mutmut's copies of each function (one per mutant, and the original's) carry its docstring:
+their doctests are deselected (``-k "not __mutmut_"``), so each doctest runs once, through
+the function's own name (which calls the mutant under test). Before this, a module's doctests
+ran once per mutant of it in every pass: calibration.metrics' 11 became 518, 225 s a pass.
 
 Each mutant is one of
 
@@ -37,6 +42,13 @@ equivalents with their reasons; modules not run in this call keep their earlier 
 With ``--sample N`` a seeded random sample of N mutants per module is run (the score is
 then an estimate; the entry says so).
 
+``--changed BASE`` is the habit before closing an issue that changes a promise-carrying module:
+the lines the change touches (``git diff BASE...HEAD`` plus what is not committed yet, staged or
+not, and files not yet tracked) in the modules of ``--list``, every mutant of those modules
+whose changed line is one of them, then a seeded sample of at most ``--max-mutants`` (20) of
+them run against the modules' own tests; the survivors are printed with their diffs. Its cost
+is one run of each touched module's tests (mutmut's stats and clean runs) plus the mutants.
+
 What it deliberately does not do: run in CI (a module takes minutes to an hour on one
 core), mutate the numba kernels (mutmut leaves decorated functions alone; their
 Python loops run with ``NUMBA_DISABLE_JIT=1`` in the tests of ``automaton.kernels``), or
@@ -50,6 +62,7 @@ import ast
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +83,12 @@ _ENGINE_TESTS = ["tests/test_classifier.py", "tests/test_search.py", "tests/test
                  "tests/test_server_limits.py::test_engine_refuses_positions_past_the_context"]
 _AUTOMATON_TESTS = ["tests/test_trie.py", "tests/test_vocab.py", "tests/test_token_classes.py"]
 _CALIBRATION_TESTS = ["tests/test_calibration.py", "tests/test_calibrated_classifier.py"]
+_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/test_search.py"]
+# the engine-level drawn property (it never reaches the compiled set) and the two-minute default-decode_above check
+# (its fast twin, test_every_path_answers_by_one_definition_above_and_below_decode_above, runs)
+_COMPILED_SKIP = ["tests/test_search.py::test_certified_search_equals_full_exact_drawn",
+                  "tests/test_search.py::test_thousands_of_tool_names_answer_by_one_definition_at_the_default_decode_above"]
+_GUARD_TESTS = ["tests/test_decisions_guard.py", "tests/test_decisions_guard_methods.py"]
 # the server tests that time, measure memory or start a subprocess: slow, and they add nothing that
 # the in-process tests of admission do not check
 _SERVER_SKIP = ["tests/test_server_limits.py::test_peak_memory_of_the_largest_requests_stays_under_the_documented_bound",
@@ -113,6 +132,10 @@ MODULES = {
     "decisions.priors": Module("judge/decisions/priors.py", ["tests/test_decisions.py"]),
     "decisions.prompts": Module("judge/decisions/prompts.py", ["tests/test_decisions.py"]),
     "decisions.questions": Module("judge/decisions/questions.py", ["tests/test_decisions.py"]),
+    "calibration.metrics": Module("judge/calibration/metrics.py", ["tests/test_calibration.py"]),
+    "compiled": Module("judge/compiled.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
+    "label_paths": Module("judge/label_paths.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
+    "decisions.guard": Module("judge/decisions/guard.py", _GUARD_TESTS),
 }
 GROUPS = {"high": [k for k, m in MODULES.items() if m.target >= 0.9], "all": list(MODULES)}
 
@@ -170,6 +193,124 @@ def kind_of(diff: str, source_lines: list, messages: set) -> str:
     return "message"
 
 
+# ----------------------------------------------------------------------------- the lines a change touches
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def touched_lines(diff: str) -> dict[str, set]:
+    r"""Per file, the line numbers (in its new version) that a ``git diff -U0`` adds or changes.
+
+    Where lines were only removed, the two lines either side of the cut count as touched
+    (the code that now runs without them). Deleted files are left out.
+
+    Examples
+    --------
+    >>> diff = "+++ b/judge/a.py\n@@ -3 +3,2 @@\n@@ -10,2 +11,0 @@\n+++ /dev/null\n@@ -1,4 +0,0 @@"
+    >>> {path: sorted(lines) for path, lines in touched_lines(diff).items()}
+    {'judge/a.py': [3, 4, 11, 12]}
+    """
+    out: dict[str, set] = {}
+    path = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            name = line[4:].rstrip("\t").strip()
+            path = None if name == "/dev/null" else name[2:] if name.startswith("b/") else name
+            continue
+        m = _HUNK.match(line)
+        if m and path is not None:
+            start, n = int(m.group(3)), int(m.group(4) if m.group(4) is not None else 1)
+            out.setdefault(path, set()).update(range(start, start + n) if n else (start, start + 1))
+    return out
+
+
+def _function_span(source: str, key: str) -> tuple[int, int] | None:
+    """The first and last line of the function or method a mutmut key names (``...x_name__mutmut_3`` or
+    ``...xǁClassǁname__mutmut_3``), decorators and the comments just above it included."""
+    mangled = key.rsplit(".", 1)[-1].rpartition("__mutmut_")[0]
+    cls, name = (mangled.split("ǁ")[1:3] if mangled.startswith("xǁ") else (None, mangled[2:]))
+    tree = ast.parse(source)
+    body = tree.body
+    if cls is not None:
+        body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), [])
+    node = next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name), None)
+    if node is None:
+        return None
+    lines = source.splitlines()
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    while first > 1 and lines[first - 2].strip().startswith("#"):
+        first -= 1
+    return first, node.end_lineno
+
+
+def mutant_lines(diff: str, source: str, key: str) -> set:
+    r"""The lines of ``source`` that mutant ``key`` changes, from its diff (mutmut's ``get_diff_for_mutant``: the
+    original function against the mutant, numbered from the function's first line).
+
+    Each removed line is placed at the line of the function with the same text nearest to where the hunk
+    numbering puts it (a method's lines are shown one indentation level out); a mutant that only inserts
+    counts the line it inserts before.
+
+    Examples
+    --------
+    >>> src = "import os\n\n\ndef f(x):\n    y = x + 1\n    return y\n"
+    >>> d = "--- m.py\n+++ m.py\n@@ -1,3 +1,3 @@\n def f(x):\n-    y = x + 1\n+    y = x - 1\n     return y"
+    >>> mutant_lines(d, src, "m.x_f__mutmut_1")
+    {5}
+    """
+    span = _function_span(source, key)
+    if span is None:
+        return set()
+    first, last = span
+    lines = source.splitlines()
+    out, old, removed_here = set(), 0, False
+    for line in diff.splitlines():
+        m = _HUNK.match(line)
+        if m:
+            old, removed_here = int(m.group(1)), False
+            continue
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("-"):
+            guess = first + old - 1
+            same = [i for i in range(first, last + 1) if lines[i - 1].strip() == line[1:].strip()]
+            out.add(min(same, key=lambda i: abs(i - guess)) if same else guess)
+            old, removed_here = old + 1, True
+        elif line.startswith("+"):
+            if not removed_here:
+                out.add(min(max(first, first + old - 1), last))
+        else:
+            old += 1
+    return out
+
+
+def changed_mutants(diffs: dict, source: str, touched: set) -> list[str]:
+    r"""The mutants (name -> diff) whose changed lines include a touched line, sorted.
+
+    Examples
+    --------
+    >>> src = "def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x * 2\n"
+    >>> d = {"m.x_f__mutmut_1": "@@ -1,2 +1,2 @@\n def f(x):\n-    return x + 1\n+    return x - 1",
+    ...      "m.x_g__mutmut_1": "@@ -1,2 +1,2 @@\n def g(x):\n-    return x * 2\n+    return x / 2"}
+    >>> changed_mutants(d, src, {6})
+    ['m.x_g__mutmut_1']
+    """
+    return sorted(k for k, d in diffs.items() if mutant_lines(d, source, k) & touched)
+
+
+def changed_since(repo: Path, base: str) -> dict[str, set]:
+    """Per file of ``judge/``, the lines touched since the merge base of ``base`` and HEAD: the commits since, what
+    is staged or not yet staged, and files git does not track yet (every line)."""
+    def git(*a):
+        return subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True, check=True).stdout
+
+    mb = git("merge-base", base, "HEAD").strip()
+    out = touched_lines(git("diff", "-U0", "--no-color", "--no-ext-diff", mb, "--", "judge"))
+    for name in git("ls-files", "--others", "--exclude-standard", "--", "judge").split():
+        if name.endswith(".py"):
+            out[name] = set(range(1, len((repo / name).read_text().splitlines()) + 1))
+    return out
+
+
 # ----------------------------------------------------------------------------- one module
 def _toml_list(xs) -> str:
     return "[" + ", ".join(json.dumps(x) for x in xs) + "]"
@@ -195,7 +336,7 @@ def _scratch(repo: Path, name: str, mod: Module, workdir: Path) -> Path:
            'source_paths = ["judge"]\n'
            f"only_mutate = {_toml_list([mod.path])}\n"
            f"pytest_add_cli_args_test_selection = {_toml_list(selection)}\n"
-           f"pytest_add_cli_args = {_toml_list(['-p', 'no:cacheprovider', *profile])}\n")
+           f"pytest_add_cli_args = {_toml_list(['-p', 'no:cacheprovider', '-k', 'not __mutmut_', *profile])}\n")
     (dest / "pyproject.toml").write_text(py)
     return dest
 
@@ -228,13 +369,18 @@ def _diffs(scratch: Path, names: list, env: dict) -> dict:
     return json.loads(r.stdout)
 
 
-def run_module(repo: Path, name: str, mod: Module, *, workdir: Path, children: int, sample: int | None,
-               seed: int, equivalent: dict, log, only: list | None = None) -> dict:
-    scratch = _scratch(repo, name, mod, workdir)
+def _env(repo: Path, mod: Module) -> dict:
     env = dict(os.environ, **mod.env)
     env.setdefault("JUDGE_SHARED_DIR", str(Path(os.environ.get("JUDGE_SHARED_DIR", repo.parent / "shared")).resolve()))
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
+    return env
+
+
+def run_module(repo: Path, name: str, mod: Module, *, workdir: Path, children: int, sample: int | None,
+               seed: int, equivalent: dict, log, only: list | None = None) -> dict:
+    scratch = _scratch(repo, name, mod, workdir)
+    env = _env(repo, mod)
     names = list(only or [])
     if only is not None and not only:
         return summarise(name, mod, [], 0.0, sample, [])
@@ -320,6 +466,36 @@ def summarise(name, mod, rows, seconds, sample, stale) -> dict:
     }
 
 
+def run_changed(repo: Path, base: str, keys: list, *, workdir: Path, children: int, max_mutants: int, seed: int,
+                equivalent: dict, log) -> tuple[dict, dict]:
+    """``--changed BASE``: the mutants on the lines touched since BASE in ``keys``' modules, a seeded sample of at
+    most ``max_mutants`` of them run. Returns (results per module, what was selected)."""
+    touched = changed_since(repo, base)
+    pool, seen = [], {}
+    for k in keys:
+        mod = MODULES[k]
+        if mod.path not in touched:
+            continue
+        scratch = _scratch(repo, k, mod, workdir)
+        env = _env(repo, mod)
+        every = _mutant_names(scratch, env)
+        hit = changed_mutants(_diffs(scratch, every, env), (repo / mod.path).read_text(), touched[mod.path])
+        seen[k] = {"lines": sorted(touched[mod.path]), "mutants": len(every), "on_lines": len(hit)}
+        log(f"{k}: {len(touched[mod.path])} lines touched, {len(hit)} of its {len(every)} mutants on them")
+        pool += [(k, n) for n in hit]
+    chosen = sorted(random.Random(seed).sample(pool, min(max_mutants, len(pool))))
+    results = {}
+    for k in seen:
+        names = [n for kk, n in chosen if kk == k]
+        seen[k]["run"] = len(names)
+        if names:
+            out = run_module(repo, k, MODULES[k], workdir=workdir, children=children, sample=len(names), seed=seed,
+                             equivalent=equivalent, only=names, log=log)
+            out["changed"] = {"base": base, **seen[k]}
+            results[k] = out
+    return results, seen
+
+
 # ----------------------------------------------------------------------------- report
 def table(results: dict) -> str:
     head = ("module", "mutants", "killed", "timeout", "survived", "no tests", "equiv", "msg surv", "score",
@@ -355,6 +531,13 @@ def main(argv=None):
                          "module, keeping its other verdicts (for tests added since: a killed mutant stays killed)")
     ap.add_argument("--tests", help="comma-separated test paths or node ids to use instead of the modules' own "
                                     "(a quicker, partial run; the entry says so)")
+    ap.add_argument("--changed", metavar="BASE",
+                    help="only the mutants on the lines touched since BASE (git diff BASE...HEAD, plus what is not "
+                         "committed), in the modules of --modules (default: every module of --list); exit 1 when "
+                         "one survives")
+    ap.add_argument("--max-mutants", type=int, default=20,
+                    help="with --changed: run a seeded sample of at most this many of them, over all modules "
+                         "(default 20)")
     ap.add_argument("--list", action="store_true", help="print the modules, their tests and targets, and exit")
     ap.add_argument("--report", type=Path, help="print the table of a results file, and exit")
     args = ap.parse_args(argv)
@@ -366,6 +549,8 @@ def main(argv=None):
         print(table(json.loads(args.report.read_text())["modules"]))
         return 0
     keys = []
+    if args.changed and args.modules == "high":  # the default: every module when only a change is asked about
+        args.modules = "all"
     for part in args.modules.split(","):
         part = part.strip()
         if part in GROUPS:
@@ -384,6 +569,30 @@ def main(argv=None):
     if args.json and args.json.exists():
         results = json.loads(args.json.read_text()).get("modules", {})
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="judge-mutation-"))
+    if args.changed:
+        t0 = time.perf_counter()
+        try:
+            new, seen = run_changed(args.repo.resolve(), args.changed, list(dict.fromkeys(keys)), workdir=workdir,
+                                    children=args.max_children, max_mutants=args.max_mutants, seed=args.seed,
+                                    equivalent=equivalent, log=lambda s: print(s, flush=True))
+        finally:
+            if args.workdir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+        minutes = (time.perf_counter() - t0) / 60
+        if not seen:
+            print(f"no line of the modules of --list changed since {args.changed}; nothing to run ({minutes:.1f} min)")
+            return 0
+        for k, r in new.items():
+            for row in r["survivors"]:
+                print(f"\n{k}: {row['name']} {row['status']}\n{row.get('diff', '')}")
+        if new:
+            print(table(new))
+        n_run, n_on = sum(v["run"] for v in seen.values()), sum(v["on_lines"] for v in seen.values())
+        print(f"--changed {args.changed}: {n_run} of the {n_on} mutants on the touched lines run, {minutes:.1f} min")
+        if args.json and new:
+            results.update(new)
+            _write(args.json, results, args.repo.resolve())
+        return 1 if any(r["survivors"] for r in new.values()) else 0
     failed = []
     try:
         for k in dict.fromkeys(keys):

@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from judge._errors import caller_stacklevel
 from judge.engine.protocol import Item, LocalModel, TokenVocabulary, option_context
 
 __all__ = ["THINK_CUE", "local_model", "vocabulary", "prompt_items", "think", "score_exact", "score_decode", "search_texts",
@@ -126,7 +127,7 @@ def prompt_items(c, texts, extras=None) -> list:
         warnings.warn(
             f"{cut_rows} text(s) were longer than the model's context ({limit} tokens) allows and were "
             f"truncated, {cut_total} text tokens cut in all; the instructions, label list and answer slot "
-            f"were kept whole.", stacklevel=4)
+            f"were kept whole.", stacklevel=caller_stacklevel())
     return items
 
 
@@ -318,7 +319,7 @@ def search_texts(c, texts, cal, mode, eps, *, budget=None, batch_size=8):
             f"{open_rows} of {len(texts)} answers are not certified: the search for the {what} spent its "
             f"budget of {budget} tokens per text first; they are the best labels found "
             f"(search_report_.gap says by how much an unexpanded label could still beat them). Raise "
-            f"search_budget (or pass None) to certify them.", stacklevel=5)
+            f"search_budget (or pass None) to certify them.", stacklevel=caller_stacklevel())
     return res
 
 

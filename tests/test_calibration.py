@@ -352,6 +352,84 @@ def test_ece_matches_sklearn_calibration_curve(n_classes):
     )
 
 
+# Bin edges (issue 43): which side of an edge a confidence falls on, with confidences exactly on the edges.
+
+def _rows_with_top(conf):
+    """Probability rows whose largest entry, in column 0, is exactly ``conf``: the rest spread evenly over enough
+    classes that each gets less."""
+    conf = np.asarray(conf, float)
+    n_classes = int(np.ceil(1.0 / conf.min())) + 1
+    proba = np.repeat(((1.0 - conf) / (n_classes - 1))[:, None], n_classes, axis=1)
+    proba[:, 0] = conf
+    return proba
+
+
+def _reference_binned_errors(conf, correct, edges):
+    """(ECE, MCE) with right-closed bins by a plain loop, sharing nothing with judge: a confidence goes to the
+    first bin whose upper edge it does not exceed, so one equal to an inner edge joins the bin below it."""
+    members = [[] for _ in range(len(edges) - 1)]
+    for c, ok in zip(conf.tolist(), correct.tolist()):
+        members[next(b for b in range(len(edges) - 1) if c <= edges[b + 1])].append((c, ok))
+    gaps = [(len(m), abs(sum(ok for _, ok in m) / len(m) - sum(c for c, _ in m) / len(m))) for m in members if m]
+    return sum(n * g for n, g in gaps) / len(conf), max(g for _, g in gaps)
+
+
+def test_a_confidence_on_a_bin_edge_falls_in_the_bin_below_by_hand():
+    # four bins (0, .25], (.25, .5], (.5, .75], (.75, 1]; 0.25 needs four equal classes to be a top label
+    proba = [[0.25] * 4, [0.5, 0.5, 0, 0], [0.5, 0.5, 0, 0], [0.75, 0.25, 0, 0], [0.6, 0.4, 0, 0], [1.0, 0, 0, 0]]
+    y = [0, 0, 1, 0, 1, 0]
+    # (0, .25]: 0.25 right -> gap .75; (.25, .5]: 0.5 right, 0.5 wrong -> gap 0;
+    # (.5, .75]: 0.75 right, 0.6 wrong -> |.5 - .675| = .175; (.75, 1]: 1.0 right -> gap 0
+    assert expected_calibration_error(y, proba, n_bins=4) == pytest.approx((0.75 + 2 * 0.175) / 6, abs=1e-12)
+    assert maximum_calibration_error(y, proba, n_bins=4) == pytest.approx(0.75, abs=1e-12)
+    # (left-closed bins [lo, hi) would give (0.75 + 3 * 0.2 + 2 * 0.125) / 6 = 0.2667 and the counts [0, 1, 3, 2])
+    np.testing.assert_array_equal(ReliabilityDiagram.from_predictions(y, proba, n_bins=4).bin_count, [1, 2, 2, 1])
+    # the default 15 bins: 1/15 (fifteen equal classes) is the first bin's upper edge, 0.5 is not an edge
+    y15, p15 = [0, 0], [[1 / 15] * 15, [0.5, 0.5] + [0.0] * 13]
+    np.testing.assert_array_equal(ReliabilityDiagram.from_predictions(y15, p15).bin_count,
+                                  [1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("n_bins", [15, 10, 5, 4, 2])
+def test_ece_and_mce_with_confidences_on_every_edge_equal_a_plain_loop(n_bins):
+    edges = np.linspace(0.0, 1.0, n_bins + 1)  # the documented edges
+    on_edges = np.array([i / n_bins for i in range(1, n_bins + 1)])  # 1/15, 0.5, 1.0, ...: edges as written
+    inside = (np.arange(n_bins) + 0.5) / n_bins
+    conf = np.concatenate([np.repeat(on_edges, 3), inside])
+    assert np.isin(conf, edges).sum() >= 2 * n_bins  # most of them sit exactly on an edge
+    correct = np.random.default_rng(n_bins).random(len(conf)) < 0.6
+    proba = _rows_with_top(conf)
+    y = np.where(correct, 0, 1)
+    ece, mce = _reference_binned_errors(conf, correct, edges.tolist())
+    assert expected_calibration_error(y, proba, n_bins=n_bins) == pytest.approx(ece, abs=1e-12)
+    assert maximum_calibration_error(y, proba, n_bins=n_bins) == pytest.approx(mce, abs=1e-12)
+    diagram = ReliabilityDiagram.from_predictions(y, proba, n_bins=n_bins)
+    assert diagram.ece == pytest.approx(ece, abs=1e-12)
+
+
+@pytest.mark.parametrize("strategy, n_bins", [("uniform", 15), ("uniform", 4), ("quantile", 2), ("quantile", 4)])
+def test_bins_with_confidences_on_edges_equal_sklearn_calibration_curve(strategy, n_bins):
+    """sklearn's calibration_curve bins the same way ((lo, hi], the first bin closed): its non-empty bins'
+    accuracy and confidence are the reliability diagram's, with confidences on the edges."""
+    from sklearn.calibration import calibration_curve
+
+    if strategy == "uniform":
+        conf = np.repeat([i / n_bins for i in range(1, n_bins + 1)], 2)
+    else:  # an odd count: the quantile edges are confidences themselves (the median, the smallest)
+        conf = np.array([0.4, 0.5, 0.5, 0.6, 0.7, 0.7, 0.8, 0.9, 1.0])
+    correct = np.random.default_rng(3).random(len(conf)) < 0.5
+    correct[:2] = [True, False]
+    proba, y = _rows_with_top(conf), np.where(correct, 0, 1)
+    prob_true, prob_pred = calibration_curve(correct, conf, n_bins=n_bins, strategy=strategy)
+    d = ReliabilityDiagram.from_predictions(y, proba, n_bins=n_bins, strategy=strategy)
+    full = d.bin_count > 0
+    np.testing.assert_allclose(d.bin_accuracy[full], prob_true, atol=1e-12)
+    np.testing.assert_allclose(d.bin_confidence[full], prob_pred, atol=1e-12)
+    ece, mce = _reference_binned_errors(conf, correct, d.bin_edges.tolist())
+    assert expected_calibration_error(y, proba, n_bins=n_bins, strategy=strategy) == pytest.approx(ece, abs=1e-12)
+    assert maximum_calibration_error(y, proba, n_bins=n_bins, strategy=strategy) == pytest.approx(mce, abs=1e-12)
+
+
 def test_metrics_are_invariant_to_permuting_classes_and_rows():
     rng = np.random.default_rng(7)
     y, proba = _calibrated_data(rng, 300, n_classes=4)
@@ -781,6 +859,24 @@ def test_calibration_report_has_baselines_intervals_and_floor():
     assert r["ece_ci"][0] <= r["ece"] <= r["ece_ci"][1]
     assert r["ece_over_floor"] == pytest.approx(r["ece"] / r["ece_floor"])
     assert set(r["coverage_at_accuracy"]) == {"0.5", "0.7"}
+
+
+def test_calibration_report_resamples_as_asked_and_scores_an_empty_class_as_zero_silently():
+    """The intervals are bootstrap_interval's at the report's n_resamples, level and seed; macro-F1 averages over
+    every class, one neither present nor predicted counting 0, without a warning (a fourth, empty column here)."""
+    y, p3 = _calibrated_sample(120, k=3, seed=5)
+    p = np.column_stack([p3, np.zeros(len(y))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = cal.calibration_report(y, p, n_resamples=40, level=0.8, seed=7)
+    boot = dict(n_resamples=40, level=0.8, seed=7)
+    assert r["accuracy_ci"] == cal.bootstrap_interval(lambda yy, pp: float(np.mean(pp.argmax(1) == yy)), y, p, **boot)
+    assert r["ece_ci"] == cal.bootstrap_interval(expected_calibration_error, y, p, **boot)
+    pred = p.argmax(1)
+    f1 = [2 * np.sum((pred == c) & (y == c)) / max(1, np.sum(pred == c) + np.sum(y == c)) for c in range(4)]
+    assert r["macro_f1"] == pytest.approx(np.mean(f1)) and f1[3] == 0
+    share = np.bincount(y, minlength=4).max() / len(y)  # the majority class: precision = share, recall = 1
+    assert r["majority"]["macro_f1"] == pytest.approx(2 * share / (share + 1) / 4)
 
 
 # --------------------------------------------------------------------------- choosing the bias L2

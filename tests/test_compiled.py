@@ -129,3 +129,106 @@ def test_predict_searches_on_cpu_and_scores_in_full_where_the_model_is_on_a_gpu(
     assert list(clf2.predict(texts)) == list(on_cpu)
     assert clf2.search_report_ is None  # scored in full: no search ran
     assert list(clf2.predict(texts)) == list(clf2.classes_[clf2.predict_proba(texts).argmax(1)])
+
+
+# ----------------------------------------------------------------------------- which path method="auto" takes
+# The documented rule (judge/compiled.py, Classifier's `method`): "search" above decode_above labels; else
+# "first_token" when every label is scored as one token (then it equals exact: no end token added); else
+# "exact". Its expected value below comes from the tokenizer alone, not from the compiled set.
+
+def _expected_auto(tok, surfaces, decode_above, end_token="auto"):
+    if len(surfaces) > decode_above:
+        return "search"
+    ids = [tok(s, add_special_tokens=False)["input_ids"] for s in surfaces]
+    ends = end_token is True or (end_token == "auto" and any(
+        a != b and b[:len(a)] == a for a in ids for b in ids))  # a label's tokens a prefix of another's
+    return "first_token" if all(len(x) == 1 for x in ids) and not ends else "exact"
+
+
+_AUTO_CASES = {  # names (label_names="raw"), what each case is, and its expected path on these tokenizers
+    "every label one token": (["yes", "no", "maybe"], {}, "first_token"),
+    "one-token labels with an end token": (["yes", "no", "maybe"], {"end_token": True}, "exact"),
+    "some one token, some several": (["yes", "no", "card arrival"], {}, "exact"),
+    "a one-token label the first token of another": (["card", "card arrival", "exchange rate"], {}, "exact"),
+    "several tokens, shared first tokens": (["card arrival", "card linking", "exchange rate"], {}, "exact"),
+    "shared first tokens, the other labels one token": (["card arrival", "card linking", "yes", "no"], {}, "exact"),
+    "several tokens, distinct first tokens": (["card arrival", "exchange rate", "pin blocked"], {}, "exact"),
+    "one token each, K = decode_above": (["yes", "no", "maybe"], {"decode_above": 3}, "first_token"),
+    "one token each, K > decode_above": (["yes", "no", "maybe"], {"decode_above": 2}, "search"),
+    "several tokens, K > decode_above": (["card arrival", "card linking", "exchange rate"], {"decode_above": 2},
+                                         "search"),
+}
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama3"])
+def real_pair(request):
+    from judge.testing import tiny_model
+    from tests.conftest import load_tokenizer
+
+    tok = load_tokenizer(request.param)
+    return tiny_model("llama", tok), tok
+
+
+@pytest.mark.parametrize("case", list(_AUTO_CASES))
+def test_auto_takes_the_documented_path_for_every_mix_of_label_lengths(real_pair, case):
+    model, tok = real_pair
+    names, kw, want = _AUTO_CASES[case]
+    clf = Classifier(names, model, tokenizer=tok, label_names="raw", **kw)
+    c = clf.compiled_
+    assert c.surfaces == [" " + n for n in names]  # the default prompt writes the label after a space
+    assert _expected_auto(tok, c.surfaces, kw.get("decode_above", 2000), kw.get("end_token", "auto")) == want
+    assert clf.method_ == want
+    r = c.score(["Where is my card?"])
+    assert r.path == want and r.scores.shape == (1, len(names))
+    if want == "first_token":  # where auto takes it, first-token scores are the exact scores
+        exact = Classifier(names, model, tokenizer=tok, label_names="raw", method="exact", **kw)
+        np.testing.assert_allclose(r.scores, exact.decision_function(["Where is my card?"]), atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::judge.engine.EngineCheckWarning")
+def test_auto_above_decode_above_beam_searches_where_the_engine_cannot_search(pair):
+    """A model the engine scores by its causal fallback (ALiBi) cannot run the certified search: above
+    decode_above auto takes the decode path, with a warning; below it, the rule above is unchanged."""
+    from judge.testing import tiny_model
+
+    tok = pair[1]
+    model = tiny_model("bloom", tok)
+    with pytest.warns(UserWarning, match=r"causal fallback.*beam search through the automaton"):
+        assert Classifier(["yes", "no", "maybe"], model, tokenizer=tok, decode_above=2).method_ == "decode"
+    assert Classifier(["yes", "no", "maybe"], model, tokenizer=tok).method_ == "first_token"
+    assert Classifier(["card arrival", "exchange rate"], model, tokenizer=tok).method_ == "exact"
+
+
+# ----------------------------------------------------------------------------- options the compiled set passes on
+
+def test_rotations_are_refused_on_the_decode_path(pair):
+    model, tok = pair
+    with pytest.raises(ValueError, match=r"^rotations=2 averages over label lists, which the decode path \(K > "
+                                         r"decode_above, or method='decode'\) does not score; use rotations=1\.$"):
+        Classifier(["A01", "A02", "B10"], model, tokenizer=tok, method="decode", rotations=2).setup()
+    with pytest.raises(ValueError, match=r"^rotations=3 averages over label lists, which the decode path"):
+        compile_labels(LabelSpec(("A01", "A02"), ("A01", "A02"), method="decode", rotations=3, model=model,
+                                 tokenizer=tok))
+
+
+def test_the_device_asked_for_reaches_a_new_scorer():
+    """A model loaded by name is loaded on ``device``; changing it gives a new scorer with that device, never the
+    old one reused (a parameter change recompiles)."""
+    from judge.testing import tiny_model_dir
+
+    clf = Classifier(["yes", "no"], tiny_model_dir())
+    first = clf.compiled_.engine
+    assert first.device is None
+    clf.device = "cpu"
+    second = clf.compiled_.engine
+    assert second is not first and second.device == "cpu" and second.model_.device.type == "cpu"
+    c = compile_labels(LabelSpec(("yes", "no"), ("yes", "no"), model=tiny_model_dir(), device="cpu"), engine=first)
+    assert c.engine is not first and c.engine.device == "cpu"
+
+
+@pytest.mark.parametrize("progress, shown", [(True, True), (False, False), (None, False)])
+def test_a_progress_bar_is_drawn_only_when_asked_for(pair, capsys, progress, shown):
+    model, tok = pair
+    clf = Classifier(LABELS, model, tokenizer=tok, method="exact", progress=progress)
+    clf.decision_function(TEXTS)  # one batch: the default (None: when there are more than 4) draws nothing
+    assert ("scoring" in capsys.readouterr().err) == shown

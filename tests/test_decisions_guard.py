@@ -286,3 +286,103 @@ def test_trusted_fields_are_never_scanned_cut_or_erased():
         plan_call("Parcel lost.", q, Guard(trusted=["policy"]))
     with pytest.raises(DecisionError, match="list of state field names"):
         Guard(trusted="policy")
+
+
+# ----------------------------------------------------------------------------- the cautious rule's ties (issue 43)
+# combine() on hand-built variants: a variant replaces the read state's answer only where its answer is strictly more
+# cautious; an equally cautious one never does, whichever of the two is more probable and wherever it is listed.
+
+def _tie_plan(n_variants, flagged=False):
+    from judge.decisions.guard import CallPlan, Flag
+    from judge.decisions.pieces import Piece
+
+    pieces = [Piece(((0, 0, 5),), "Lost."), Piece(((0, 5, 20),), " Card blocked."), Piece(((0, 20, 30),), " Help.")]
+    flags = [Flag("claim", "a claim", 2, "Help.")] if flagged else []
+    sets = [frozenset(), frozenset({2})] if flagged else [frozenset()]
+    blocks = [frozenset({0}) | sets[-1], frozenset({1}) | sets[-1], frozenset({0, 1})]
+    return CallPlan(pieces, {"q": flags}, {"q": (sets + blocks)[:n_variants]})
+
+
+def _choice(probabilities):
+    from judge.decisions import Answer
+
+    return Answer("choice", probabilities, choice=max(probabilities, key=probabilities.get))
+
+
+def _combine(q, answers, plan, cautious):
+    from judge.decisions.guard import combine
+
+    return combine("q", q, answers, plan, Guard(cautious={"q": cautious}))
+
+
+Q3 = Choice(["verify", "refund", "escalate"])
+STATE = {"verify": 0.1, "refund": 0.5, "escalate": 0.4}        # read on the whole state: refund
+LESS_SURE = {"verify": 0.2, "refund": 0.2, "escalate": 0.6}    # escalate, less sure than the state's refund
+MORE_SURE = {"verify": 0.05, "refund": 0.05, "escalate": 0.9}  # escalate, surer
+
+
+@pytest.mark.parametrize("tie", [LESS_SURE, MORE_SURE])
+@pytest.mark.parametrize("place", [1, 2])
+def test_an_unlisted_answer_never_replaces_another_unlisted_one(tie, place):
+    # refund (the whole state's answer) and escalate (a block's) are both absent from the cautious list: a tie
+    answers = [_choice(STATE)] * 3
+    answers[place] = _choice(tie)
+    i, rep = _combine(Q3, answers, _tie_plan(3), ["verify"])
+    assert i == 0 and not rep.changed and rep.erased == () and rep.unguarded == "refund"
+
+
+@pytest.mark.parametrize("cautious", [["verify", "refund"], ["verify"]])
+@pytest.mark.parametrize("sure", [0.48, 0.9])
+@pytest.mark.parametrize("place", [1, 2])
+def test_the_same_answer_read_more_or_less_surely_on_a_block_keeps_the_whole_state(cautious, sure, place):
+    answers = [_choice(STATE)] * 3
+    answers[place] = _choice({"verify": 0.05, "refund": sure, "escalate": 0.95 - sure})  # refund again
+    i, rep = _combine(Q3, answers, _tie_plan(3), cautious)
+    assert i == 0 and rep.erased == () and not rep.changed and rep.rule == "cautious"
+
+
+@pytest.mark.parametrize("place", [0, 2, 3])
+@pytest.mark.parametrize("tie", [LESS_SURE, MORE_SURE])
+def test_with_flags_an_equally_cautious_variant_before_or_after_does_not_replace_the_read_state(place, tie):
+    plan = _tie_plan(4, flagged=True)  # variants: the state as given, the read state (piece 2 erased), two blocks
+    answers = [_choice(STATE)] * 4
+    answers[place] = _choice(tie)  # escalate, where the read state says refund: both unlisted
+    i, rep = _combine(Q3, answers, plan, ["verify"])
+    assert i == 1 and rep.erased == (" Help.",)
+
+
+@pytest.mark.parametrize("first, second", [(0.6, 0.8), (0.8, 0.6), (0.7, 0.7)])
+def test_among_strictly_more_cautious_variants_the_surest_wins_then_the_earlier(first, second):
+    answers = [_choice(STATE), _choice({"verify": first, "refund": 1 - first, "escalate": 0.0}),
+               _choice({"verify": second, "refund": 1 - second, "escalate": 0.0})]
+    i, rep = _combine(Q3, answers, _tie_plan(3), ["verify"])
+    assert i == (1 if first >= second else 2) and rep.changed and rep.unguarded == "refund"
+
+
+@pytest.mark.parametrize("p_state, p_variant", [(0.7, 0.9), (0.9, 0.7)])
+def test_a_yes_no_tie_keeps_the_answer_read_on_the_state(p_state, p_variant):
+    from judge.decisions import Answer
+
+    q = YesNo("Block the card?")
+    answers = [Answer("noul", {"true": p_state, "false": 1 - p_state}, noul=p_state),
+               Answer("noul", {"true": p_variant, "false": 1 - p_variant}, noul=p_variant)]
+    for cautious in (["false"], ["true", "false"]):  # "true" unlisted, then listed: a tie either way
+        i, rep = _combine(q, answers, _tie_plan(2), cautious)
+        assert i == 0 and not rep.changed
+
+
+@pytest.mark.parametrize("parts", [
+    ("ab<|x", "|>"), ("ab<|x", "|>c"), ("a<", "|x|>bc"), ("ab<|x|", ">"),  # the cut goes through the control token
+    ("ab", "<|x|>c"), ("ab<|x|>", "c"),  # the cut just before it, just after it
+    ("ab", "c<|x|>defghijk"), ("abcdefgh<|x|>ij", "k"), ("ab<|x|>cd", "e<|x|>fghijkl"),  # elsewhere in the state
+])
+def test_a_variant_is_given_whole_only_where_its_shared_cut_goes_through_a_control_token(parts):
+    """variant_texts: a control token must not be split between the shared first piece and the rest; a reference
+    by every occurrence of the token: it straddles the cut when it starts before it and ends after it."""
+    from judge.decisions.guard import CallPlan, variant_texts
+
+    token, whole, cut_at = "<|x|>", "".join(parts), len(parts[0])
+    starts = [i for i in range(len(whole)) if whole.startswith(token, i)]
+    straddles = any(s < cut_at < s + len(token) for s in starts)
+    plan = CallPlan([], {}, {"q": [frozenset({1})]}, {frozenset({1}): parts})
+    assert variant_texts(plan, {"q": None}, [token])[1]["q"] == [(whole,) if straddles else parts]

@@ -197,21 +197,33 @@ def test_auto_searches_above_decode_above_and_keeps_beam_search_on_request(tiny_
     assert Classifier(labels, model, tokenizer=tok, method="decode").setup().method_ == "decode"
 
 
-@pytest.mark.parametrize("k,decode_above", [(40, 2000), (60, 30)])
+def _one_token_words(tok, k, seed):
+    """``k`` words the tokenizer writes after a space as one token each: a label set auto scores by first token."""
+    import random
+
+    vocab = sorted(w[1:] for w in tok.get_vocab() if w.startswith("\u0120") and w[1:].isalpha() and w[1:].islower()
+                   and 4 <= len(w) <= 9)
+    words = [w for w in random.Random(seed).sample(vocab, 4 * k) if len(tok(" " + w)["input_ids"]) == 1]
+    return words[:k]
+
+
+@pytest.mark.parametrize("family,k,decode_above,path", [("icd", 40, 2000, "exact"), ("icd", 60, 30, "search"),
+                                                        ("words", 40, 2000, "first_token"), ("words", 40, 30, "search")])
 @pytest.mark.parametrize("prior", ["auto", "contextual", None])
-def test_every_path_answers_by_one_definition_above_and_below_decode_above(tiny_llama, k, decode_above, prior):
+def test_every_path_answers_by_one_definition_above_and_below_decode_above(tiny_llama, family, k, decode_above, path,
+                                                                           prior):
     """The default answer is the argmax of full exact scoring after the classifier's own prior, whichever path
-    ``auto`` takes (exact below ``decode_above``, the certified search above): the search's bound carries the
-    prior's per-label bias. (Issue 43: above decode_above the search used to ignore the default prior while
-    reporting its answers certified.)"""
+    ``auto`` takes (exact or first token below ``decode_above``, the certified search above): the search's bound
+    carries the prior's per-label bias. (Issue 43: above decode_above the search used to ignore the default prior
+    while reporting its answers certified.)"""
     model, tok = tiny_llama
-    labels = icd_codes(k, 7)
+    labels = icd_codes(k, 7) if family == "icd" else _one_token_words(tok, k, 7)
     texts = TEXTS + ["a cough that will not go away", "broken left wrist after a fall"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clf = Classifier(labels, model, tokenizer=tok, decode_above=decode_above, prior=prior)
         exact = Classifier(labels, model, tokenizer=tok, method="exact", prior=prior)
-        assert clf.setup().method_ == ("search" if k > decode_above else "exact")
+        assert clf.setup().method_ == path
         assert clf.prior_for(len(texts)) == exact.prior_for(len(texts)) == (None if prior is None else "contextual")
         want = exact.predict_proba(texts)
         raw = exact.decision_function(texts)
@@ -224,6 +236,31 @@ def test_every_path_answers_by_one_definition_above_and_below_decode_above(tiny_
     if prior is not None:  # the prior really moves answers here, so the check above could fail
         np.testing.assert_allclose(clf.zero_shot_prior(), exact.zero_shot_prior(), atol=1e-9)
         assert (want.argmax(1) != raw.argmax(1)).any()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [3000, 1500])
+def test_thousands_of_tool_names_answer_by_one_definition_at_the_default_decode_above(tiny_llama, k):
+    """The same at the default ``decode_above`` (2000), with the default prior: 3,000 tool-like labels (the search)
+    and 1,500 (exact), six texts; every text's answer is full exact scoring's after the prior (the prior moves some
+    of them: 3 of 6 at 3,000, 2 of 6 at 1,500). About three minutes on one core."""
+    model, tok = tiny_llama
+    labels = tool_names(k, 3)
+    texts = ["I am still waiting on my card?", "My top-up did not go through.", "card gone",
+             "What is the exchange rate today for euros to dollars?", "a cough that will not go away",
+             "broken left wrist after a fall"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = Classifier(labels, model, tokenizer=tok)
+        exact = Classifier(labels, model, tokenizer=tok, method="exact")
+        assert clf.method_ == ("search" if k > 2000 else "exact") and clf.decode_above == 2000
+        pred = clf.predict(texts)
+        want = exact.predict_proba(texts)
+        raw = exact.decision_function(texts)
+    assert list(pred) == [labels[i] for i in want.argmax(1)]
+    assert (want.argmax(1) != raw.argmax(1)).any()
+    if k > 2000:
+        assert bool(clf.search_report_.certified.all())
 
 
 def test_a_prior_the_path_cannot_apply_is_refused_not_ignored(tiny_llama):

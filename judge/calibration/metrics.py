@@ -59,9 +59,13 @@ def top_label_bins(y_true: ArrayLike, proba: ArrayLike, n_bins: int, strategy: s
     """Bin rows by top-label confidence.
 
     Bins are right-closed, ``(lo, hi]``, with the first one also holding its
-    lower edge (the convention of ``sklearn.calibration.calibration_curve``).
-    ``"uniform"`` uses equal-width edges on [0, 1]; ``"quantile"`` uses
-    quantiles of the confidences (equal-mass bins; ties can leave some empty).
+    lower edge (the convention of ``sklearn.calibration.calibration_curve``):
+    a confidence equal to an inner edge falls in the bin *below* it (the one
+    that edge closes), 1.0 in the last bin. ``"uniform"`` uses the edges
+    ``np.linspace(0.0, 1.0, n_bins + 1)``, compared as floats (0.5 with 2 or 4
+    bins, 0.2 with 5, 1/15 with 15 sit on an edge); ``"quantile"`` uses
+    quantiles of the confidences (equal-mass bins; ties can leave some empty),
+    the smallest confidence being the first bin's lower edge.
     """
     if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
         raise ValueError(f"n_bins must be an integer >= 1, got n_bins={n_bins!r}; use e.g. 15.")
@@ -117,8 +121,12 @@ def expected_calibration_error(
     n_bins : int, default=15
         Number of bins, >= 1.
     strategy : {"uniform", "quantile"}, default="uniform"
-        ``"uniform"``: equal-width bins on [0, 1], right-closed ``(lo, hi]``.
-        ``"quantile"``: equal-mass bins at quantiles of the confidences.
+        ``"uniform"``: equal-width bins on [0, 1], edges
+        ``np.linspace(0.0, 1.0, n_bins + 1)``. ``"quantile"``: equal-mass bins
+        at quantiles of the confidences. Either way the bins are right-closed,
+        ``(lo, hi]``, the first also holding its lower edge: a confidence equal
+        to an inner edge counts in the bin below it (with ``n_bins=2``, 0.5 is
+        in the first bin), the largest edge in the last bin.
 
     Returns
     -------
@@ -133,6 +141,12 @@ def expected_calibration_error(
     >>> from judge.calibration import expected_calibration_error
     >>> expected_calibration_error([0, 1], [[0.9, 0.1], [0.9, 0.1]], n_bins=10)
     0.4
+
+    On an edge: 0.5 joins the bin (0, 0.5], not 0.75's bin (0.5, 1]:
+    ``(1 * |1 - 0.5| + 1 * |0 - 0.75|) / 2``.
+
+    >>> expected_calibration_error([0, 1], [[0.5, 0.5], [0.75, 0.25]], n_bins=2)
+    0.625
     """
     return ece_of_bins(top_label_bins(y_true, proba, n_bins, strategy))
 
@@ -510,7 +524,10 @@ def calibration_report(
         ``ece_over_floor``, ``nll``, ``brier``, ``coverage_at_accuracy``
         (``{target: coverage}``), ``majority`` (accuracy and macro-F1 of
         always answering this set's most frequent class) and ``uniform``
-        (expected accuracy of a uniform guess, ``1 / n_classes``).
+        (expected accuracy of a uniform guess, ``1 / n_classes``). Macro-F1
+        averages over every class, one neither present nor predicted
+        counting 0 (no warning); the intervals are :func:`bootstrap_interval`'s with
+        ``n_resamples``, ``level`` and ``seed``.
 
     Examples
     --------

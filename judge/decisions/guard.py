@@ -560,6 +560,16 @@ def combine(qid: str, q: Question, answers: Sequence, plan: CallPlan, guard: Gua
     (int, GuardReport)
         The index of the chosen variant, and the report.
 
+    Notes
+    -----
+    The answer is first read on the *read* state (the state as given when nothing is flagged,
+    else without its flagged pieces), then on the read state without the echoes that decided it.
+    With cautious options, a variant replaces that answer only where its top option is strictly
+    more cautious (earlier in ``guard.cautious[qid]``; options not listed are the least cautious,
+    all alike); an equally cautious variant never does, whatever its probability or its place in
+    the list. Among the variants that give the most cautious answer, the one most confident in
+    it is chosen (the earlier at an exact tie).
+
     Examples
     --------
     >>> from judge.decisions import Answer
