@@ -47,7 +47,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.decisions.pieces import DEFAULT_MAX_PIECES, Piece, canonical, cut, erase, leaves, repeats
+from judge.decisions.pieces import (
+    DEFAULT_MAX_PIECES,
+    Piece,
+    canonical,
+    cut,
+    erase,
+    leaves,
+    repeats,
+    trusted_leaves,
+)
 from judge.decisions.prompts import state_text
 from judge.decisions.questions import Choice, DecisionError, Question, YesNo, render_value
 from judge.decisions.scanners import SCANNERS, echoes, scan
@@ -377,52 +386,6 @@ def plan_call(state: Any, questions: Mapping[str, Question], guard: Guard) -> Ca
     for v, t in rendered.items():
         plan.texts[v] = (shared, t[len(shared):]) if shared and 0 not in v and 0 < len(shared) else (t,)
     return plan
-
-
-_MISSING = object()
-
-
-def trusted_leaves(state: Any, fields: Sequence[str]) -> frozenset:
-    """The indices (into `judge.decisions.pieces.leaves`) of the strings under the ``fields`` of a JSON-object state.
-
-    A field is a top-level key, or a dotted path to a nested key (a key that contains a
-    dot is matched whole first).
-
-    Raises
-    ------
-    DecisionError
-        ``fields`` given for a state that is not a JSON object, or a field it does not have
-        (its fields are listed).
-
-    Examples
-    --------
-    >>> state = {"policy": "Refunds need a receipt.", "log": {"service": "ledger", "msg": "503"}, "text": "Hi"}
-    >>> sorted(trusted_leaves(state, ["policy", "log.service"])), trusted_leaves({"n": 3, "t": "x"}, ["n"])
-    ([1, 2], frozenset())
-    >>> trusted_leaves(state, ["polcy"])
-    Traceback (most recent call last):
-    ...
-    judge.decisions.questions.DecisionError: Guard trusted names field 'polcy', which the state does not have; its fields are ['log', 'log.msg', 'log.service', 'policy', 'text'].
-    """
-    if not fields:
-        return frozenset()
-    if not isinstance(state, Mapping):
-        raise DecisionError(f"Guard trusted names fields {list(fields)[:10]}, but the state is a "
-                            f"{type(state).__name__}, not a JSON object; send the trusted text as its own field.")
-    strings = leaves(state)
-    out = set()
-    for f in fields:
-        path = (f,) if f in state else tuple(f.split("."))
-        node: Any = state
-        for k in path:
-            node = node.get(k, _MISSING) if isinstance(node, Mapping) else _MISSING
-        if node is _MISSING:  # the fields listed only here: a request that names real ones pays nothing for it
-            known = sorted({".".join(map(str, p[:i])) for p, _ in strings for i in range(1, len(p) + 1)
-                            if all(isinstance(k, str) for k in p[:i])})
-            raise DecisionError(f"Guard trusted names field {f!r}, which the state does not have; its fields are "
-                                f"{known[:30]}.")
-        out |= {li for li, (p, _) in enumerate(strings) if p[:len(path)] == path}
-    return frozenset(out)
 
 
 def resolve_guard(g) -> Guard | None:

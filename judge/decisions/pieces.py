@@ -25,7 +25,7 @@ from typing import Any
 
 from judge.decisions.questions import DecisionError
 
-__all__ = ["DEFAULT_MAX_PIECES", "Piece", "canonical", "cut", "erase", "leaves", "repeats"]
+__all__ = ["DEFAULT_MAX_PIECES", "Piece", "canonical", "cut", "erase", "leaves", "repeats", "trusted_leaves"]
 
 #: Pieces a state is cut into at most (flagged pieces are kept apart on top of these). Each piece is one
 #: erased variant when the caller names cautious options; without them only flagged pieces are erased.
@@ -350,3 +350,49 @@ def repeats(state: Any, *, share: float = 0.2) -> list[tuple[int, int, int]]:
     out = [(li, a, b) for li, a, b, key in segs if count[key] > 2 and key.count(" ") >= 2]
     rest = any(re.search(r"[^\W\d_]", k) for _, _, _, k in segs if count[k] <= 2 or k.count(" ") < 2)
     return out if out and rest and sum(b - a for _, a, b in out) >= share * total else []
+
+
+_MISSING = object()
+
+
+def trusted_leaves(state: Any, fields: Sequence[str]) -> frozenset:
+    """The indices (into `judge.decisions.pieces.leaves`) of the strings under the ``fields`` of a JSON-object state.
+
+    A field is a top-level key, or a dotted path to a nested key (a key that contains a
+    dot is matched whole first).
+
+    Raises
+    ------
+    DecisionError
+        ``fields`` given for a state that is not a JSON object, or a field it does not have
+        (its fields are listed).
+
+    Examples
+    --------
+    >>> state = {"policy": "Refunds need a receipt.", "log": {"service": "ledger", "msg": "503"}, "text": "Hi"}
+    >>> sorted(trusted_leaves(state, ["policy", "log.service"])), trusted_leaves({"n": 3, "t": "x"}, ["n"])
+    ([1, 2], frozenset())
+    >>> trusted_leaves(state, ["polcy"])
+    Traceback (most recent call last):
+    ...
+    judge.decisions.questions.DecisionError: Guard trusted names field 'polcy', which the state does not have; its fields are ['log', 'log.msg', 'log.service', 'policy', 'text'].
+    """
+    if not fields:
+        return frozenset()
+    if not isinstance(state, Mapping):
+        raise DecisionError(f"Guard trusted names fields {list(fields)[:10]}, but the state is a "
+                            f"{type(state).__name__}, not a JSON object; send the trusted text as its own field.")
+    strings = leaves(state)
+    out = set()
+    for f in fields:
+        path = (f,) if f in state else tuple(f.split("."))
+        node: Any = state
+        for k in path:
+            node = node.get(k, _MISSING) if isinstance(node, Mapping) else _MISSING
+        if node is _MISSING:  # the fields listed only here: a request that names real ones pays nothing for it
+            known = sorted({".".join(map(str, p[:i])) for p, _ in strings for i in range(1, len(p) + 1)
+                            if all(isinstance(k, str) for k in p[:i])})
+            raise DecisionError(f"Guard trusted names field {f!r}, which the state does not have; its fields are "
+                                f"{known[:30]}.")
+        out |= {li for li, (p, _) in enumerate(strings) if p[:len(path)] == path}
+    return frozenset(out)
