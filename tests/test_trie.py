@@ -573,3 +573,9 @@ def test_mask_logits_refuses_bad_input():
     x.flags.writeable = False
     with pytest.raises(TypeError, match="Invalid logits"):
         auto.mask_logits(x, [0], [0])
+
+    class OnADevice:  # another library's array: a device and a dtype, but not a torch tensor
+        device, dtype, shape = "cpu", "float32", (2, 3)
+
+    with pytest.raises(TypeError, match="Invalid logits: expected .* got OnADevice of dtype float32"):
+        auto.mask_logits(OnADevice(), [0], [0])
