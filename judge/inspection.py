@@ -11,6 +11,7 @@ What it deliberately does not do: compile or score (the classifier and :mod:`jud
 from __future__ import annotations
 
 from judge._checks import check_texts
+from judge.labels import label_indices
 
 __all__ = ["InspectionMixin"]
 
@@ -95,3 +96,27 @@ class InspectionMixin:
 
         return list(prompt_items(self.compiled_, check_texts([text]))[0].ids)
 
+    def shortlist_recall(self, texts, y) -> float:
+        """How often the gold label survives the retrieval shortlist (``shortlist=M``): a fraction in [0, 1].
+
+        Measure it on validation data: a label outside the shortlist can never be predicted.
+
+        Parameters
+        ----------
+        texts : sequence of str, length n
+        y : sequence of labels, length n
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> from judge import Classifier
+        >>> model, tok = tiny_pair()
+        >>> clf = Classifier(["card arrival", "exchange rate", "pin blocked"], model, tokenizer=tok,
+        ...                  shortlist=1, shortlist_encoder="tfidf")
+        >>> clf.shortlist_recall(["my card arrival is late", "what exchange rate"], ["card arrival", "exchange rate"])
+        1.0
+        """
+        if self.shortlist is None:
+            raise ValueError("shortlist_recall needs a shortlist: build the Classifier with shortlist=M.")
+        texts = check_texts(texts)
+        return self.compiled_.shortlist().recall(texts, label_indices(self.labels, y))

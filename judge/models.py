@@ -44,7 +44,7 @@ from judge._math import (
     cache_keyword,  # public here: the keyword a model's forward takes its cache under
 )
 
-__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "QUIET_LOAD_BYTES", "CacheError", "CacheWarning", "cache_dir",
+__all__ = ["PACKAGED_MODEL", "GEMMA_MODEL", "packaged_name", "QUIET_LOAD_BYTES", "CacheError", "CacheWarning", "cache_dir",
            "cache_keyword", "publish_folder",
            "load_model", "locate_model", "packaged_model_dir", "quiet_progress", "resolve_device", "weights_fingerprint"]
 
@@ -161,6 +161,27 @@ def _packaged_converted(which: str = PACKAGED_MODEL, *, full: bool = False) -> P
     name = _GEMMA_CONVERTED if which == GEMMA_MODEL else _CONVERTED
     return cached(cache_dir() / "models" / name, functools.partial(_packaged_source, which),
                   what=f"converted model {which!r}", full=full)
+
+
+def packaged_name(model) -> str | None:
+    """Which packaged model ``model`` names (``None``, an alias of either, or its converted folder), else None.
+
+    Nothing is loaded or converted.
+
+    Examples
+    --------
+    >>> packaged_name(None), packaged_name("smollm2"), packaged_name("google/gemma-3-270m"), packaged_name("gpt2")
+    ('smollm2-135m-instruct', 'smollm2-135m-instruct', 'gemma3-270m', None)
+    """
+    if model is None:
+        return PACKAGED_MODEL
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    if isinstance(model, str) and model in _ALIASES:
+        return PACKAGED_MODEL
+    if isinstance(model, str) and model in _GEMMA_ALIASES:
+        return GEMMA_MODEL
+    return _packaged_which(model)
 
 
 def _packaged_which(path) -> str | None:

@@ -132,6 +132,13 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
         tmp = d / "calibration.safetensors.tmp"
         save_file(arrays, str(tmp), metadata={"labels": json.dumps(list(cal.labels), ensure_ascii=False)})
         tmp.replace(d / "calibration.safetensors")
+    tr = getattr(clf, "transduction_", None)
+    config["transduction"] = None if tr is None else tr.config()
+    if tr is not None:  # what adapt() learnt from unlabelled texts: the moved label vectors
+        tmp = d / "transduction.safetensors.tmp"
+        save_file({"label_vectors": np.ascontiguousarray(tr.label_vectors, np.float64)}, str(tmp),
+                  metadata={"labels": json.dumps(list(clf.labels), ensure_ascii=False)})
+        tmp.replace(d / "transduction.safetensors")
     ad = getattr(clf, "adaptation_", None)
     config["adaptation"] = None if ad is None else ad.config()
     if ad is not None:  # what fit() learned: the head's weights, the adapters' matrices, the demonstrations
@@ -232,9 +239,19 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
         from judge.fusion import Fusion
 
         try:
-            object.__setattr__(clf, "fusion_", Fusion(float(fusion[0]), float(fusion[1])))
+            fusion = Fusion(float(fusion[0]), float(fusion[1]))
         except (TypeError, ValueError, IndexError) as err:
             raise ValueError(f"{path}: field 'fusion' should be [weight, temperature], got {fusion!r} ({err}).") from None
+        if clf.fusion_ is None and fusion.weight > 0:  # saved beside the embedder, which is not here now
+            from judge.encoders import EMBED_EXTRA
+
+            raise ValueError(f"{path}: this classifier was saved fusing the language model with a sentence embedder "
+                             f"(weight {fusion.weight}), which cannot run here; its answers would differ. "
+                             f"{EMBED_EXTRA}.")
+        object.__setattr__(clf, "fusion_", fusion)
+    tr = cfg.get("transduction")
+    if tr:
+        _load_transduction(clf, d, tr, labels)
     cal = cfg["calibration"]
     if cal:
         if not isinstance(cal, dict):
@@ -331,3 +348,23 @@ def fingerprint(clf) -> str:
             h.update(k.encode() + np.ascontiguousarray(v).tobytes())
         spec["adaptation"] = h.hexdigest()
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _load_transduction(clf, d, cfg, labels):
+    """Set ``transduction_`` from ``transduction.safetensors`` (what ``adapt`` learnt), checked."""
+    from safetensors.numpy import load_file
+
+    from judge.transductive import Transduction
+
+    f = d / "transduction.safetensors"
+    if not f.exists():
+        raise FileNotFoundError(f"{f} is missing; it holds the label vectors adapt() learnt (written by save()).")
+    _check_bound_labels(f, labels, "transduction")
+    L = load_file(str(f)).get("label_vectors")
+    if L is None or L.ndim != 2 or len(L) != len(labels) or not np.isfinite(L).all():
+        raise ValueError(f"{f}: 'label_vectors' should be a finite ({len(labels)}, d) array, got "
+                         f"{None if L is None else L.shape}; delete the folder's transduction files or adapt() again.")
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{d / 'classifier.json'}: field 'transduction' should be an object, got {cfg!r:.60}.")
+    object.__setattr__(clf, "transduction_", Transduction(L, int(cfg.get("rounds", 5)), float(cfg.get("step", 0.5)),
+                                                          int(cfg.get("n_texts", 0))))

@@ -292,17 +292,16 @@ def head_embedder(clf, option):
     >>> head_embedder(None, False) is None
     True
     """
-    import importlib.util
+    from judge.encoders import embedder_installed
 
     if option is False:
         return None
     if option is not None:
         return option
-    own = getattr(clf, "embedder", None)
+    own = getattr(clf, "embedder_", None)
     if own is not None:
         return own
-    ok = all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "all_minilm_l6_v2"))
-    return "minilm" if ok else None
+    return "minilm" if embedder_installed() else None
 
 
 def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0, callback=None, **options):

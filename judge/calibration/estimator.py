@@ -125,7 +125,7 @@ class CalibratedMixin:
         'contextual'
         """
         if self.calibration_ is not None or getattr(self, "adaptation_", None) is not None or len(self.labels) < 2 \
-                or getattr(self, "embedder", None) is not None:  # fusion divides the LM's prior out itself
+                or getattr(self, "_fused", False):  # fusion divides the LM's prior out itself
             return None
         p = "contextual" if self.prior == "auto" else self.prior
         if p in (None, "none") or not self._prior_applies():
@@ -186,7 +186,7 @@ class CalibratedMixin:
     def _offset_scores(self, texts) -> np.ndarray:
         """The zero-shot log-scores a fitted head starts from: after the contextual prior, as one text gets them."""
         s = self._zero_shot_scores(texts)
-        if self.prior in (None, "none") or len(self.labels) < 2 or getattr(self, "embedder", None) is not None \
+        if self.prior in (None, "none") or len(self.labels) < 2 or getattr(self, "_fused", False) \
                 or not self._prior_applies():
             return s
         strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
@@ -315,12 +315,18 @@ class CalibratedMixin:
 
             lm, sim = experts(self, texts)
             fusion = fit_fusion(lm, sim, yi, temperature=fusion.temperature)
-            scores = fusion.combine(lm, sim)
+            # weight 0: the LM alone, scored as predict will score it (its raw scores, without the prior)
+            if fusion.weight > 0:
+                scores = fusion.combine(lm, sim)
+            else:
+                from judge.compiled import zero_shot_scores
+
+                scores = zero_shot_scores(self, texts)
         if scores is None:
             scores = self.decision_function(texts)
         content = None
         if resolved[0] == "contextual":
-            if fusion is not None and fitted is None:
+            if fusion is not None and fusion.weight > 0 and fitted is None:
                 from judge.fusion import experts
 
                 content = fusion.combine(*experts(self, content_free))
