@@ -79,12 +79,14 @@ def rows(dkey, sel, data_dir):
 
 
 def classifier(dkey, labels, model=None):
-    """The default classifier of ``judge evaluate`` for a dataset (dataset label names for TREC)."""
+    """The language model alone (``embedder=None``) as ``judge evaluate`` sets it up (dataset label names for TREC).
+
+    The cache's ``scores`` are this LM's; the fusion with the embedder is computed from them and ``minilm``."""
     from judge import Classifier
     from judge import datasets as ds
 
     names = ds.display_names(DKEYS[dkey][0], labels)
-    return Classifier(labels, model, label_names=names or None, progress=False)
+    return Classifier(labels, model, label_names=names or None, progress=False, embedder=None)  # the LM alone
 
 
 class _Features:

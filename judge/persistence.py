@@ -347,6 +347,14 @@ def fingerprint(clf) -> str:
         for k, v in sorted(ad.arrays().items()):
             h.update(k.encode() + np.ascontiguousarray(v).tobytes())
         spec["adaptation"] = h.hexdigest()
+    if getattr(clf, "_fused", False):  # the embedder's side changes every score too (LM-alone keys unchanged)
+        f, tr = clf.fusion_, getattr(clf, "transduction_", None)
+        try:
+            ref = _embedder_reference(clf.embedder_)
+        except ValueError:  # an unnamed callable: its type is all a key can say
+            ref = type(clf.embedder_).__qualname__
+        spec["fusion"] = [f.weight, f.temperature, ref, clf.descriptions,
+                          None if tr is None else hashlib.sha256(np.ascontiguousarray(tr.label_vectors).tobytes()).hexdigest()]
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
 
