@@ -137,7 +137,7 @@ def select(args):
                "left-out choice": list(g), "self-trained head": acc(self_trained(d), d["y"]),
                "best in hindsight": max(table[k].values())}
         for n in CALLS:
-            row[f"transductive, calls of {n}"] = calls(d, n, lambda idx: transduce(d, *g, idx=idx))
+            row[f"transductive, calls of {n}"] = calls(d, n, lambda idx, d=d, g=g: transduce(d, *g, idx=idx))
         out["datasets"][k] = row
         print(f"{k:<10} " + "  ".join(f"{a} {v:.3f}" if isinstance(v, float) else f"{a} {v}" for a, v in row.items()),
               flush=True)
