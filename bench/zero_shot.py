@@ -93,16 +93,18 @@ def transduce(d, rounds, step, L=None, idx=None):
     return DEFAULT_FUSION.combine(lm, X @ M.T)
 
 
-def self_trained(d, L=None, C=10.0):
-    """The other method tried: a logistic head on the text vectors fitted to the fused answers (pseudo-labels),
-    its log-probabilities averaged with the fused ones."""
+def self_trained(d, L=None, C=10.0, keep=0.5):
+    """The other method tried (self-training): a logistic head on the text vectors fitted to the most confident
+    ``keep`` of each label's fused answers (pseudo-labels), its log-probabilities averaged with the fused ones."""
     from sklearn.linear_model import LogisticRegression
 
     z = fused(d, L)
-    top = z.argmax(1)
-    if len(np.unique(top)) < 2:
+    top, conf = z.argmax(1), z.max(1)
+    chosen = np.concatenate([idx[np.argsort(-conf[idx])][:max(1, int(np.ceil(keep * len(idx))))]
+                             for idx in (np.flatnonzero(top == k) for k in np.unique(top))])
+    if len(np.unique(top[chosen])) < 2:
         return z
-    lr = LogisticRegression(C=C, max_iter=3000).fit(d["X"], top)
+    lr = LogisticRegression(C=C, max_iter=3000).fit(d["X"][chosen], top[chosen])
     out = np.full(z.shape, -30.0)
     out[:, lr.classes_] = lr.predict_log_proba(d["X"])
     return 0.5 * z + 0.5 * out

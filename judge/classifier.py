@@ -404,7 +404,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
         r = None if self.adaptation_ is not None or self._fused else self._run(texts, (mode, eps), cal)
         return r and r.report
 
-    def predict_proba(self, texts, *, tolerance=None, transductive=False) -> np.ndarray:
+    def predict_proba(self, texts, *, tolerance=None, transductive="auto") -> np.ndarray:
         """Probability of each label: ndarray of shape (n, K), rows sum to 1, columns in ``classes_`` order.
 
         Calibrated (label bias, temperature) once :meth:`calibrate` has run.
@@ -421,9 +421,10 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
             of the full exact answer (unexpanded labels get probability 0;
             ``search_report_`` says which rows reached it within
             ``search_budget``).
-        transductive : bool
-            Move the embedder's label vectors toward this call's texts first (no label is read;
-            each text's answer then depends on the others: :mod:`judge.transductive`).
+        transductive : {"auto", True, False}
+            Move the embedder's label vectors toward this call's texts first (no label is read; each
+            text's answer then depends on the others: :mod:`judge.transductive`). ``"auto"``: for
+            zero-shot calls of at least ``judge.transductive.AUTO_MIN_TEXTS`` texts (chosen on validation).
 
         Examples
         --------
@@ -436,6 +437,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
         if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance < 1.0):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}.")
         texts = check_texts(texts)
+        transductive = self._transductive_for(len(texts), transductive)
         kind = self.prior_for(len(texts))
         cal = self._calibration_for(kind)
         if tolerance is None:
@@ -452,7 +454,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
         self._warn_if_collapsed(proba.argmax(1) if len(proba) else [])
         return proba
 
-    def predict(self, texts, *, abstain: bool = False, transductive: bool = False) -> np.ndarray:
+    def predict(self, texts, *, abstain: bool = False, transductive="auto") -> np.ndarray:
         """The most probable label of each text (or None below ``threshold_`` with ``abstain=True``).
 
         On the exact and search paths the answer is exactly the argmax of full exact scoring (after
@@ -482,6 +484,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
                 "This Classifier has no abstention threshold: call calibrate(texts, y, target_accuracy=...) "
                 "or calibrate(texts, y, coverage=...) before predict(abstain=True).")
         texts = check_texts(texts)
+        transductive = self._transductive_for(len(texts), transductive)
         kind = self.prior_for(len(texts))
         cal = self._calibration_for(kind)
         go = not (abstain or transductive or not texts or kind == "batch") and self.compiled_.search_pays()

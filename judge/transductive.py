@@ -23,12 +23,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Transduction", "refine_label_vectors", "TransductiveMixin", "DEFAULT_ROUNDS", "DEFAULT_STEP"]
+__all__ = ["Transduction", "refine_label_vectors", "TransductiveMixin", "DEFAULT_ROUNDS", "DEFAULT_STEP",
+           "AUTO_MIN_TEXTS"]
 
 #: Assign-and-move rounds, and how far each label vector moves toward its texts' mean per round
 #: (chosen on the four validation splits: bench/zero_shot.py select).
-DEFAULT_ROUNDS = 5
-DEFAULT_STEP = 0.5
+DEFAULT_ROUNDS = 10
+DEFAULT_STEP = 0.3
+#: ``transductive="auto"`` moves the label vectors for zero-shot calls of at least this many texts: the
+#: smallest call measured where it won on all four validation splits by at least a point (bench/zero_shot.py).
+AUTO_MIN_TEXTS = 500
 
 
 def _unit(a):
@@ -162,6 +166,17 @@ class TransductiveMixin:
 
         lm, X, L = expert_inputs(self, texts, adapted=False)
         return lm, X, refine_label_vectors(lm, X, L, self.fusion_, rounds=rounds, step=step)
+
+    def _transductive_for(self, n_texts, transductive) -> bool:
+        """Whether a call of ``n_texts`` moves the label vectors: ``transductive`` resolved (``"auto"``: zero-shot,
+        fused, not ``batch_invariant``, not adapted, and at least :data:`AUTO_MIN_TEXTS` texts)."""
+        if transductive == "auto":
+            return (n_texts >= AUTO_MIN_TEXTS and self._fused and not self.batch_invariant and
+                    self.calibration_ is None and getattr(self, "adaptation_", None) is None and
+                    getattr(self, "transduction_", None) is None)
+        if not isinstance(transductive, bool):
+            raise ValueError(f"transductive must be True, False or 'auto', got {transductive!r}.")
+        return transductive
 
     def _transductive_scores(self, texts) -> np.ndarray:
         """The fused zero-shot scores with label vectors moved toward this call's ``texts``: (n, K)."""

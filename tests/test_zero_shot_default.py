@@ -206,3 +206,23 @@ def test_refine_label_vectors_checks_its_inputs():
     with pytest.raises(ValueError, match="rounds"):
         refine_label_vectors(np.zeros((2, 2)), X, L, DEFAULT_FUSION, rounds=-1)
     np.testing.assert_array_equal(refine_label_vectors(np.zeros((2, 2)), X, L, DEFAULT_FUSION, rounds=0), L)
+
+
+def test_auto_transduces_large_zero_shot_calls_only(pair, monkeypatch):
+    import judge.transductive as tr
+
+    model, tok = pair
+    enc = Clusters()
+    labels = ["label 0", "label 1", "label 2"]
+    texts = [f"{k}-{j}" for j in range(20) for k in range(3)]
+    clf = Classifier(labels, model, tokenizer=tok, embedder=enc, label_names="raw")
+    on, off = clf.predict_proba(texts, transductive=True), clf.predict_proba(texts, transductive=False)
+    assert not np.array_equal(on, off)
+    monkeypatch.setattr(tr, "AUTO_MIN_TEXTS", len(texts))
+    np.testing.assert_array_equal(clf.predict_proba(texts), on)  # a large call: moved
+    np.testing.assert_allclose(clf.predict_proba(texts[:-1]), off[:-1], atol=1e-6)  # below: not (float32 batching)
+    assert list(clf.predict(texts)) == [labels[k] for k in on.argmax(1)]
+    clf.batch_invariant = True  # one text's answer must not depend on the others
+    np.testing.assert_allclose(clf.predict_proba(texts), off, atol=1e-6)
+    with pytest.raises(ValueError, match="transductive must be"):
+        clf.predict(texts, transductive="yes")
