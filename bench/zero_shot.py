@@ -18,10 +18,12 @@ validation500,test1000``). Every row reads no label unless it says so:
 
 ``select`` chooses the transductive rounds and step on the validation selections, each dataset's
 figure read with the setting chosen on the *other* three, and measures calls of several sizes;
-``test`` reads the test selections once.
+``test`` reads the test selections once; ``cost`` times ``predict`` of the default against the LM
+alone on the same texts (warm, alternating, medians).
 
     python -m bench.zero_shot select --json bench/results/zero_shot_select.json
     python -m bench.zero_shot test --json bench/results/zero_shot_test.json
+    python -m bench.zero_shot cost --dkeys banking77,trec --json bench/results/zero_shot_cost.json
 
 What it deliberately does not do: choose anything on test.
 """
@@ -231,19 +233,53 @@ def test(args):
     return out
 
 
+def cost(args):
+    """Seconds of ``predict`` with the default (fused) and with ``embedder=None``, same texts, warm, alternating."""
+    import statistics
+
+    import torch
+
+    from judge import Classifier
+    from judge import datasets as ds
+
+    torch.set_num_threads(args.threads)
+    out = {"n": args.n, "repeats": args.repeats, "threads": args.threads, "datasets": {}}
+    for k in args.dkeys.split(","):
+        texts, _, labels, _ = rows(k, f"test{args.n}", DATA)
+        names = ds.display_names(DKEYS[k][0], labels) or None
+        clfs = {"default": Classifier(labels, label_names=names, progress=False),
+                "LM alone": Classifier(labels, label_names=names, progress=False, embedder=None)}
+        for c in clfs.values():
+            c.predict(texts[:4])  # load, compile, embed the labels
+        runs = {a: [] for a in clfs}
+        for _ in range(args.repeats):
+            for a, c in clfs.items():
+                t0 = time.perf_counter()
+                c.predict(texts)
+                runs[a].append(time.perf_counter() - t0)
+        med = {a: statistics.median(v) for a, v in runs.items()}
+        out["datasets"][k] = {"runs": runs, "median": med, "default / LM alone": med["default"] / med["LM alone"]}
+        print(f"{k:<10} default {med['default']:.2f} s  LM alone {med['LM alone']:.2f} s  "
+              f"ratio {med['default'] / med['LM alone']:.3f}", flush=True)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("what", choices=("select", "test"))
+    ap.add_argument("what", choices=("select", "test", "cost"))
     ap.add_argument("--dkeys", default=",".join(DATASETS), help="datasets (keys of bench/_fit_cache.DKEYS)")
     ap.add_argument("--selection", default=str(HERE / "results" / "zero_shot_select.json"),
                     help="test: the select results (the transductive setting)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--n", type=int, default=64, help="cost: texts per call")
+    ap.add_argument("--repeats", type=int, default=3, help="cost: runs per setting (medians)")
+    ap.add_argument("--threads", type=int, default=2, help="cost: torch threads")
     args = ap.parse_args(argv)
     unknown = [d for d in args.dkeys.split(",") if d not in DKEYS]
     if unknown:
         ap.error(f"unknown dataset keys {unknown}; valid: {sorted(DKEYS)}")
-    out = select(args) if args.what == "select" else test(args)
+    out = {"select": select, "test": test, "cost": cost}[args.what](args)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return out

@@ -226,3 +226,43 @@ def test_auto_transduces_large_zero_shot_calls_only(pair, monkeypatch):
     np.testing.assert_allclose(clf.predict_proba(texts), off, atol=1e-6)
     with pytest.raises(ValueError, match="transductive must be"):
         clf.predict(texts, transductive="yes")
+
+
+CAL_TEXTS = ["where is my card", "card not arrived yet", "my new card is late", "has my card shipped",
+             "what exchange rate", "the rate for euros", "currency conversion rate", "dollar rate today",
+             "my pin is blocked", "pin locked out", "unblock my pin", "wrong pin too many times"]
+CAL_Y = ["card arrival"] * 4 + ["exchange rate"] * 4 + ["pin blocked"] * 4
+
+
+def test_calibrate_fits_the_weight_for_another_model_and_predict_reads_what_it_fitted(pair):
+    model, tok = pair
+    clf = Classifier(LABELS, model, tokenizer=tok)  # another model: weight 0 until calibrate
+    assert clf.fusion_.weight == 0.0
+    clf.calibrate(CAL_TEXTS, CAL_Y)
+    assert clf.fusion_.weight > 0  # the packaged embedder reads these texts, the random LM does not
+    s = clf.decision_function(TEXTS)
+    np.testing.assert_allclose(clf.predict_proba(TEXTS), clf.calibration_.transform(s))
+    from judge.fusion import experts
+
+    np.testing.assert_allclose(s, clf.fusion_.combine(*experts(clf, TEXTS)))
+
+
+def test_a_calibrated_weight_of_zero_scores_the_lm_alone(pair, monkeypatch):
+    import judge.fusion as fusion
+
+    model, tok = pair
+    monkeypatch.setattr(fusion, "fit_fusion", lambda *a, **k: Fusion(0.0, DEFAULT_FUSION.temperature))
+    clf = Classifier(LABELS, model, tokenizer=tok, embedder="minilm").calibrate(CAL_TEXTS, CAL_Y, bias="cv")
+    alone = Classifier(LABELS, model, tokenizer=tok, embedder=None)
+    assert clf.fusion_.weight == 0.0 and not clf._fused
+    np.testing.assert_array_equal(clf.decision_function(TEXTS), alone.decision_function(TEXTS))
+    # the calibration was fitted on the very scores predict reads: the LM's raw scores
+    alone.calibrate(CAL_TEXTS, CAL_Y, bias="cv")
+    np.testing.assert_allclose(clf.predict_proba(TEXTS), alone.predict_proba(TEXTS), atol=1e-9)
+
+
+def test_fit_head_offsets_are_the_lm_scores_beside_an_embedder(pair):
+    model, tok = pair
+    fused = Classifier(LABELS, model, tokenizer=tok, embedder="minilm")
+    alone = Classifier(LABELS, model, tokenizer=tok, embedder=None)
+    np.testing.assert_array_equal(fused._offset_scores(TEXTS), alone._offset_scores(TEXTS))
