@@ -174,6 +174,10 @@ class CachedScorer(Closing):
         """The inner scorer's loaded model (fitted decision profiles read its hidden states)."""
         return getattr(self.inner, "model_", None)
 
+    def memory_bound(self) -> dict:
+        """The inner scorer's bound (`judge.engine.protocol.MemoryBounded`: the server sizes itself on it)."""
+        return self.inner.memory_bound()
+
     def encode(self, pieces, *, add_special_tokens=False):
         return self.inner.encode(pieces, add_special_tokens=add_special_tokens)
 
