@@ -178,7 +178,7 @@ def test_collapsed_answers_warn_with_what_to_do(pair, monkeypatch):
     clf = Classifier(LABELS, model, tokenizer=tok, method="exact", prior=None)
     texts = [f"text number {i}" for i in range(24)]
     biased = np.tile([0.0, -9.0, -9.0], (24, 1))
-    monkeypatch.setattr(clf, "_scores", lambda t: biased[: len(t)])
+    monkeypatch.setattr(clf, "_scores", lambda t, *_: biased[: len(t)])
     monkeypatch.setattr(clf, "_search", lambda *a: None)  # full scoring (the planted scores) on predict too
     with pytest.warns(UserWarning, match=r"24 of the 24 texts were answered 'card arrival'.*calibrate\(texts, y\)"):
         clf.predict_proba(texts)
