@@ -266,3 +266,18 @@ def test_fit_head_offsets_are_the_lm_scores_beside_an_embedder(pair):
     fused = Classifier(LABELS, model, tokenizer=tok, embedder="minilm")
     alone = Classifier(LABELS, model, tokenizer=tok, embedder=None)
     np.testing.assert_array_equal(fused._offset_scores(TEXTS), alone._offset_scores(TEXTS))
+
+
+def test_adapt_keeps_its_settings_and_the_vectors_they_give(pair):
+    from judge.fusion import expert_inputs
+
+    model, tok = pair
+    clf = Classifier(["label 0", "label 1", "label 2"], model, tokenizer=tok, embedder=Clusters(), label_names="raw")
+    texts = [f"{k}-{j}" for j in range(6) for k in range(3)]
+    tr = clf.adapt(texts, rounds=2, step=1.0).transduction_
+    assert (tr.rounds, tr.step, tr.n_texts) == (2, 1.0, len(texts))
+    lm, X, L = expert_inputs(clf, texts, adapted=False)
+    np.testing.assert_array_equal(tr.label_vectors, refine_label_vectors(lm, X, L, clf.fusion_, rounds=2, step=1.0))
+    assert not np.allclose(tr.label_vectors, refine_label_vectors(lm, X, L, clf.fusion_, rounds=2))
+    with pytest.raises(ValueError, match=r"embedder=None, a path"):
+        Classifier(LABELS, model, tokenizer=tok, embedder=None).predict(TEXTS, transductive=True)
