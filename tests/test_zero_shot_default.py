@@ -30,6 +30,7 @@ def test_default_fuses_the_packaged_embedder_beside_the_packaged_model():
 
 def test_other_models_start_at_weight_zero_and_paths_that_skip_labels_have_none():
     assert initial_fusion("auto", "org/some-7b", 3, warn=False) == Fusion(0.0, DEFAULT_FUSION.temperature)
+    assert initial_fusion("auto", "gemma3-270m", 3, warn=False).weight == 0.0  # the second packaged model too
     assert initial_fusion("auto", None, 5000, warn=False) is None  # the certified search at K > decode_above
     assert initial_fusion("auto", None, 10, method="decode", warn=False) is None
     assert initial_fusion("auto", None, 10, shortlist=4, warn=False) is None
