@@ -33,6 +33,7 @@ def test_other_models_start_at_weight_zero_and_paths_that_skip_labels_have_none(
     assert initial_fusion("auto", "gemma3-270m", 3, warn=False).weight == 0.0  # the second packaged model too
     assert initial_fusion("auto", None, 5000, warn=False) is None  # the certified search at K > decode_above
     assert initial_fusion("auto", None, 10, method="decode", warn=False) is None
+    assert initial_fusion("auto", None, 10, method="search", warn=False) is None
     assert initial_fusion("auto", None, 10, shortlist=4, warn=False) is None
     assert initial_fusion("minilm", "org/some-7b", 3) == DEFAULT_FUSION  # named: fused on any model
 
@@ -79,7 +80,12 @@ def test_without_the_embed_extra_one_notice_and_the_lm_alone():
             Classifier(["a b", "c d"], embedder=None)
         print(len(w))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]  # this checkout's judge, not an installed one
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "True", "True", "0"]
 
@@ -267,6 +273,24 @@ def test_fit_head_offsets_are_the_lm_scores_beside_an_embedder(pair):
     fused = Classifier(LABELS, model, tokenizer=tok, embedder="minilm")
     alone = Classifier(LABELS, model, tokenizer=tok, embedder=None)
     np.testing.assert_array_equal(fused._offset_scores(TEXTS), alone._offset_scores(TEXTS))
+    assert not np.allclose(alone._offset_scores(TEXTS), alone.decision_function(TEXTS))  # the prior divided out
+    raw = Classifier(LABELS, model, tokenizer=tok, embedder=None, prior=None)
+    np.testing.assert_array_equal(raw._offset_scores(TEXTS), raw.decision_function(TEXTS))
+
+
+def test_the_fused_scores_are_the_experts_bit_for_bit_with_no_prior_on_top(pair):
+    from scipy.special import softmax
+
+    from judge.encoders import get_encoder
+    from judge.fusion import experts, label_similarity, label_texts
+
+    model, tok = pair
+    clf = Classifier(LABELS, model, tokenizer=tok, embedder="minilm")
+    lm, sim = experts(clf, TEXTS)
+    enc = get_encoder("minilm")
+    np.testing.assert_array_equal(sim, label_similarity(enc, TEXTS, enc(label_texts(LABELS))))  # float64 throughout
+    assert clf.prior_for(len(TEXTS)) is None  # the fusion divides the LM's prior out itself
+    np.testing.assert_allclose(clf.predict_proba(TEXTS), softmax(DEFAULT_FUSION.combine(lm, sim), axis=1), atol=1e-12)
 
 
 def test_adapt_keeps_its_settings_and_the_vectors_they_give(pair):
