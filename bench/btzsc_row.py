@@ -32,7 +32,7 @@ What it measures, per dataset:
   1000-text subsamples of the ``full`` predictions (``--draws``, seed 0) beside them;
 * where the cached ``test1000`` selections (bench/_fit_cache.py) fall among these rows.
 
-    python -m bench.btzsc_row --btzsc-path /tmp/btz/site --hypotheses NOTEBOOK \
+    PYTHONPATH=/tmp/btz/site python -m bench.btzsc_row --hypotheses NOTEBOOK \
         --json bench/results/btzsc_row.json
 
 What it deliberately does not do: download anything (it sets ``HF_HUB_OFFLINE`` and
@@ -63,10 +63,8 @@ MINILM = "all-MiniLM-L6-v2"
 METRICS = ("accuracy", "macro_f1", "macro_precision", "macro_recall")
 
 
-def import_btzsc(path):
+def import_btzsc():
     """btzsc's data, metrics and embedding modules, or exit 2 saying why."""
-    if path:
-        sys.path.insert(0, str(path))
     try:
         import btzsc
         import btzsc.data
@@ -74,7 +72,7 @@ def import_btzsc(path):
         import btzsc.models.embedding
     except ImportError as exc:
         print(f"btzsc is not importable: {exc}. Install it without its dependencies (gradio is not "
-              "needed) into a folder and pass it with --btzsc-path, e.g. pip install --no-deps "
+              "needed) into a folder and put it on PYTHONPATH, e.g. pip install --no-deps "
               "--target DIR btzsc datasets dill multiprocess xxhash", file=sys.stderr)
         sys.exit(2)
     from importlib.metadata import PackageNotFoundError, version
@@ -286,7 +284,6 @@ def run_dataset(name, args, btzsc_mod, hyp_all, model, enc):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--btzsc-path", help="folder holding the btzsc package (else PYTHONPATH)")
     ap.add_argument("--hypotheses", help="MoritzLaurer/zeroshot-classifier v1_human_data/"
                     "3_data_formatting_universal_nli.ipynb, or a JSON {dataset: {label: hypothesis|null}}")
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "datasets"))
@@ -300,7 +297,7 @@ def main(argv=None):
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    btzsc_mod, ver = import_btzsc(args.btzsc_path)
+    btzsc_mod, ver = import_btzsc()
     if not args.hypotheses:
         print("--hypotheses is needed: the hub dataset btzsc/btzsc cannot be loaded offline, and its "
               "label hypotheses are not in the btzsc package", file=sys.stderr)

@@ -1,8 +1,8 @@
 """trie-judge: any causal language model as a fast, calibrated zero-shot classifier.
 
 >>> from judge import Classifier
->>> clf = Classifier(["positive", "negative"])          # the packaged SmolLM2-135M, offline
->>> clf.predict(["I loved it"])
+>>> clf = Classifier(["positive", "negative"])      # the packaged SmolLM2-135M beside MiniLM, offline
+>>> clf.predict(["I loved it, a wonderful film"])
 array(['positive'], dtype=object)
 
 Importing ``judge`` is light: torch and transformers load only when a model
