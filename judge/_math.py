@@ -15,7 +15,7 @@ import inspect
 
 import numpy as np
 
-__all__ = ["softmax", "lse64", "left_pad", "cache_keyword"]
+__all__ = ["softmax", "unit_rows", "lse64", "left_pad", "cache_keyword"]
 
 
 def softmax(scores) -> np.ndarray:
@@ -33,6 +33,18 @@ def softmax(scores) -> np.ndarray:
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(s - m)
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def unit_rows(a) -> np.ndarray:
+    """``a`` as float64 with each row scaled to unit length (rows of norm below 1e-12 divided by 1e-12).
+
+    Examples
+    --------
+    >>> unit_rows([[3.0, 4.0], [0.0, 0.0]]).tolist()
+    [[0.6, 0.8], [0.0, 0.0]]
+    """
+    a = np.asarray(a, np.float64)
+    return a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
 
 
 def lse64(logits):

@@ -177,11 +177,9 @@ def label_similarity(encoder, texts, label_vectors) -> np.ndarray:
     >>> label_similarity(enc, ["my card"], enc(["card", "rate"])).tolist()
     [[1.0, 0.0]]
     """
-    X = np.asarray(encoder(list(texts)), np.float64)
-    L = np.asarray(label_vectors, np.float64)
-    X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
-    L = L / np.maximum(np.linalg.norm(L, axis=1, keepdims=True), 1e-12)
-    return X @ L.T
+    from judge._math import unit_rows
+
+    return unit_rows(encoder(list(texts))) @ unit_rows(label_vectors).T
 
 
 def fit_fusion(lm, similarity, y, *, temperature=None, weights=FUSION_WEIGHTS, folds=5, seed=0,
@@ -265,13 +263,10 @@ def expert_inputs(clf, texts, *, adapted=True) -> tuple[np.ndarray, np.ndarray, 
     >>> lm.shape, X.shape, L.shape
     ((1, 2), (1, 384), (2, 384))
     """
+    from judge._math import unit_rows as unit
     from judge.calibration.bias import AUTO_PRIOR_STRENGTH
     from judge.compiled import zero_shot_scores
     from judge.encoders import get_encoder
-
-    def unit(a):
-        a = np.asarray(a, np.float64)
-        return a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
 
     texts = list(texts)
     c = clf.compiled_

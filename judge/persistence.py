@@ -362,7 +362,7 @@ def _load_transduction(clf, d, cfg, labels):
     """Set ``transduction_`` from ``transduction.safetensors`` (what ``adapt`` learnt), checked."""
     from safetensors.numpy import load_file
 
-    from judge.transductive import Transduction
+    from judge.transductive import DEFAULT_ROUNDS, DEFAULT_STEP, Transduction
 
     f = d / "transduction.safetensors"
     if not f.exists():
@@ -374,5 +374,5 @@ def _load_transduction(clf, d, cfg, labels):
                          f"{None if L is None else L.shape}; delete the folder's transduction files or adapt() again.")
     if not isinstance(cfg, dict):
         raise ValueError(f"{d / 'classifier.json'}: field 'transduction' should be an object, got {cfg!r:.60}.")
-    object.__setattr__(clf, "transduction_", Transduction(L, int(cfg.get("rounds", 5)), float(cfg.get("step", 0.5)),
-                                                          int(cfg.get("n_texts", 0))))
+    object.__setattr__(clf, "transduction_", Transduction(L, int(cfg.get("rounds", DEFAULT_ROUNDS)),
+                                                          float(cfg.get("step", DEFAULT_STEP)), int(cfg.get("n_texts", 0))))

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from judge._math import unit_rows as _unit
+
 __all__ = ["Transduction", "refine_label_vectors", "TransductiveMixin", "DEFAULT_ROUNDS", "DEFAULT_STEP",
            "AUTO_MIN_TEXTS"]
 
@@ -33,11 +35,6 @@ DEFAULT_STEP = 0.3
 #: ``transductive="auto"`` moves the label vectors for zero-shot calls of at least this many texts: the
 #: smallest call measured where it won on all four validation splits by at least a point (bench/zero_shot.py).
 AUTO_MIN_TEXTS = 500
-
-
-def _unit(a):
-    a = np.asarray(a, np.float64)
-    return a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
 
 
 def refine_label_vectors(lm, X, L, fusion, *, rounds=DEFAULT_ROUNDS, step=DEFAULT_STEP) -> np.ndarray:
