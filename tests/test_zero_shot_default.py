@@ -306,3 +306,28 @@ def test_adapt_keeps_its_settings_and_the_vectors_they_give(pair):
     assert not np.allclose(tr.label_vectors, refine_label_vectors(lm, X, L, clf.fusion_, rounds=2))
     with pytest.raises(ValueError, match=r"embedder=None, a path"):
         Classifier(LABELS, model, tokenizer=tok, embedder=None).predict(TEXTS, transductive=True)
+
+
+def test_a_fused_calibration_is_fitted_on_the_fused_scores_and_their_content_free_prior(pair):
+    from judge.calibration import CONTENT_FREE, contextual_bias
+    from judge.fusion import experts
+
+    model, tok = pair
+    clf = Classifier(LABELS, model, tokenizer=tok)  # another model: weight 0 until calibrate refits it
+    assert clf.fusion_.weight == 0
+    clf.calibrate(CAL_TEXTS, CAL_Y, bias="contextual")
+    assert clf.fusion_.weight > 0
+    # the calibration texts' probabilities are those predict gives them: fitted on the fused scores
+    np.testing.assert_allclose(clf.calibration_.proba, clf.predict_proba(CAL_TEXTS), atol=1e-9)
+    # the contextual bias is the refitted fusion's on content-free inputs, not the LM's it started from
+    fused_cf = contextual_bias(clf.fusion_.combine(*experts(clf, list(CONTENT_FREE))))
+    lm_cf = contextual_bias(Classifier(LABELS, model, tokenizer=tok, embedder=None).content_free_scores(list(CONTENT_FREE)))
+    bias = clf.calibration_.bias
+    assert np.allclose(bias - bias.mean(), fused_cf - fused_cf.mean(), atol=1e-6)
+    assert not np.allclose(bias - bias.mean(), lm_cf - lm_cf.mean(), atol=1e-3)
+
+
+def test_the_head_offsets_divide_the_prior_out_with_two_labels_too(pair):
+    model, tok = pair
+    clf = Classifier(["yes", "no"], model, tokenizer=tok, embedder=None)
+    assert not np.allclose(clf._offset_scores(TEXTS), clf.decision_function(TEXTS))
