@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_texts", "check_model_arg", "check_classifier_options", "check_encoder_spec"]
+__all__ = ["check_texts", "check_model_arg", "check_encoder_spec"]
 
 
 def check_texts(texts) -> list[str]:
@@ -70,38 +70,6 @@ def check_model_arg(model) -> None:
         return
     raise TypeError(f"model must be None (the packaged model), a hub id, a local folder or a loaded "
                     f"PreTrainedModel; got {type(model).__name__} {model!r:.40}.")
-
-
-def check_classifier_options(methods, *, method, batch_size, end_token, pack, rotations, search_budget,
-                             search_tolerance, shortlist, shortlist_encoder) -> None:
-    """Raise a ValueError naming the first bad `judge.Classifier` option (what was given, what is allowed).
-
-    Examples
-    --------
-    >>> check_classifier_options(("auto",), method="auto", batch_size=8, end_token="auto", pack=1, rotations=1,
-    ...                          search_budget=None, search_tolerance=1e-3, shortlist=None, shortlist_encoder=None)
-    """
-    if method not in methods:
-        raise ValueError(f"Unknown method {method!r}; valid methods are {methods}.")
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
-    if end_token not in ("auto", True, False):
-        raise ValueError(f"end_token must be 'auto', True or False, got {end_token!r}.")
-    if not isinstance(pack, int) or isinstance(pack, bool) or pack < 1:
-        raise ValueError(f"pack must be a positive int, got {pack!r}.")
-    if not isinstance(rotations, int) or isinstance(rotations, bool) or not 1 <= rotations <= 8:
-        raise ValueError(f"rotations must be an int in [1, 8], got {rotations!r}; 2 averages the list "
-                         f"and its half-way rotation.")
-    if search_budget is not None and (not isinstance(search_budget, int) or isinstance(search_budget, bool)
-                                      or search_budget < 1):
-        raise ValueError(f"search_budget must be a positive int (tokens fed per text) or None, got "
-                         f"{search_budget!r}.")
-    if not (isinstance(search_tolerance, (int, float)) and 0.0 < search_tolerance < 1.0):
-        raise ValueError(f"search_tolerance must be a number in (0, 1), got {search_tolerance!r}; e.g. 1e-3.")
-    if shortlist is not None and (not isinstance(shortlist, int) or isinstance(shortlist, bool) or shortlist < 1):
-        raise ValueError(f"shortlist must be None or a positive int (labels kept per text), got {shortlist!r}.")
-    if shortlist_encoder is not None:
-        check_encoder_spec("shortlist_encoder", shortlist_encoder, many=True)
 
 
 def check_encoder_spec(name, spec, *, many=False) -> None:

@@ -25,36 +25,21 @@ import threading
 import warnings
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
 
-from judge._checks import check_classifier_options, check_encoder_spec, check_model_arg, check_texts
+from judge._checks import check_texts
 from judge._errors import NotCalibratedError
 from judge._math import softmax
-from judge.calibration.estimator import CalibratedMixin, check_prior
+from judge.calibration.estimator import CalibratedMixin
 from judge.engine.protocol import Closing
 from judge.inspection import InspectionMixin
-from judge.labels import (
-    as_label_list,
-    check_label_count,
-    label_descriptions,
-    label_names_for,
-    validate_labels,
-)
-from judge.prompts import PromptTemplate
+from judge.labels import as_label_list, label_descriptions, label_names_for
+from judge.parameters import METHODS, PARAM_NAMES, Parameters, names_with
 from judge.transductive import TransductiveMixin
 
 __all__ = ["Classifier", "METHODS"]
 
-METHODS = ("auto", "first_token", "exact", "search", "decode")
-_PARAMS = ("labels", "model", "tokenizer", "method", "prompt", "label_names", "descriptions", "describe", "embedder",
-           "device", "think",
-           "think_tokens", "top_k", "decode_above", "end_token", "rotations", "shortlist", "shortlist_encoder",
-           "backend")
-_FUSION_INPUTS = ("embedder", "model", "labels", "method", "shortlist", "decode_above")
-_SPEC = ("prompt", "method", "decode_above", "think", "think_tokens", "rotations", "top_k", "shortlist",
-         "shortlist_encoder", "model", "tokenizer", "device", "end_token", "backend")  # LabelSpec's parameters
-
-
-class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
+class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
     """Zero-shot classification with any causal LM, one of ``labels`` by construction.
 
     Parameters
@@ -186,48 +171,14 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False,
                  pack=1, rotations=1, search_budget=20_000, search_tolerance=1e-3, shortlist=None,
                  shortlist_encoder=None, backend="transformers", prior="auto", describe="auto", embedder="auto"):
-        object.__setattr__(self, "_lock", threading.RLock())
+        given = {name: value for name, value in locals().items() if name in PARAM_NAMES}
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "calibration_", None)
         object.__setattr__(self, "adaptation_", None)  # set by fit(): a head, adapters or demonstrations
-        self.descriptions = label_descriptions(labels)
-        self.labels = as_label_list(labels)
-        check_label_count(self.labels)
-        validate_labels(self.labels)
-        check_model_arg(model)
-        self.describe = describe
-        check_classifier_options(METHODS, method=method, batch_size=batch_size, end_token=end_token, pack=pack,
-                                 rotations=rotations, search_budget=search_budget,
-                                 search_tolerance=search_tolerance, shortlist=shortlist,
-                                 shortlist_encoder=shortlist_encoder)
-        if prompt is not None and not isinstance(prompt, (str, PromptTemplate)):
-            raise TypeError(f"prompt must be a PromptTemplate or a str template, got {type(prompt).__name__}.")
-        self.model, self.tokenizer, self.method, self.prompt = model, tokenizer, method, prompt
-        self.label_names, self.batch_size, self.device = label_names, batch_size, device
-        self.think, self.think_tokens, self.top_k = bool(think), int(think_tokens), int(top_k)
-        self.decode_above, self.end_token, self.progress = int(decode_above), end_token, progress
-        self.batch_invariant = bool(batch_invariant)
-        self.pack = pack
-        self.rotations = rotations
-        self.search_budget, self.search_tolerance = search_budget, float(search_tolerance)
-        self.shortlist, self.shortlist_encoder = shortlist, shortlist_encoder
-        from judge.backends import check_backend
-
-        if check_backend(backend) == "vllm" and not (model is None or isinstance(model, (str, os.PathLike))):
-            raise TypeError(f"backend='vllm' loads the model itself: pass a hub id or a folder (or None for the "
-                            f"packaged model), not a loaded {type(model).__name__}.")
-        self.backend = backend
-        self.prior = check_prior(prior)
-        if embedder not in (None, "auto"):
-            check_encoder_spec("embedder", embedder)
-        self.embedder = embedder
         object.__setattr__(self, "transduction_", None)  # set by adapt(): what unlabelled texts taught
-        self._reset_fusion(warn=True)
         object.__setattr__(self, "search_report_", None)
-        from judge.labels import check_distinguishable
-
-        check_distinguishable(self.labels, label_names_for(self.labels, label_names, self.descriptions,
-                                                           describe))  # fail early on look-alikes
+        self._init_params(given)  # checked, then stored (judge.parameters)
+        self._reset_fusion(warn=True)
         from judge.labels import AUTO_DESCRIBE
 
         if describe == "auto" and AUTO_DESCRIBE == "name" and any(d for d in (self.descriptions or {}).values()):
@@ -237,31 +188,34 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
                 "43.4%; they helped on Banking77 and CLINC150, hurt on TREC). Pass describe='description' or "
                 "'both' to score them, or describe='name' to silence this.", UserWarning, stacklevel=2)
 
-    def __setattr__(self, name, value):
-        if name == "labels" and "labels" in self.__dict__:  # (set again after __init__: checked as there)
-            from judge.labels import check_distinguishable
-
+    # ------------------------------------------------- parameters (judge.parameters.Parameters)
+    def _store(self, name, value):
+        if name == "labels":  # the list; its descriptions beside it
             object.__setattr__(self, "descriptions", label_descriptions(value))
             value = as_label_list(value)
-            check_label_count(value)
-            validate_labels(value)
-            check_distinguishable(value)
-        if name in _PARAMS and self.__dict__.get("_compiled") is not None:
-            with self._lock:
-                object.__setattr__(self, "_compiled", None)  # recompiled on next use
-                if self.calibration_ is not None and name not in ("tokenizer", "device", "backend"):
-                    warnings.warn(f"Changing {name!r} after calibrate() drops the calibration fitted for "
-                                  f"the old setting; call calibrate() again.", stacklevel=2)
-                    object.__setattr__(self, "calibration_", None)
-                if self.adaptation_ is not None and name not in ("tokenizer", "device", "backend"):
-                    warnings.warn(f"Changing {name!r} after fit() drops the {self.adaptation_.kind} fitted for "
-                                  f"the old setting; call fit() again.", stacklevel=2)
-                    object.__setattr__(self, "adaptation_", None)
-        if name == "embedder" and value not in (None, "auto"):
-            check_encoder_spec("embedder", value)
         object.__setattr__(self, name, value)
-        if name in _FUSION_INPUTS and "fusion_" in self.__dict__:
+
+    def _changed(self, change) -> None:
+        """After parameters changed: recompile on next use, drop what was fitted for the old values."""
+        if change.recompile:
+            object.__setattr__(self, "_compiled", None)
+        names = ", ".join(map(repr, change.refit))
+        if change.refit and self.calibration_ is not None:
+            warnings.warn(f"Changing {names} after calibrate() drops the calibration fitted for the old "
+                          f"setting; call calibrate() again.", stacklevel=4)
+            object.__setattr__(self, "calibration_", None)
+        if change.refit and self.adaptation_ is not None:
+            warnings.warn(f"Changing {names} after fit() drops the {self.adaptation_.kind} fitted for the old "
+                          f"setting; call fit() again.", stacklevel=4)
+            object.__setattr__(self, "adaptation_", None)
+        if change.fusion:
             self._reset_fusion(warn=False)
+
+    def __getstate__(self):  # picklable (joblib's workers): the lock, the model and its caches are not sent
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_compiled", "engine_")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.RLock(), _compiled=None)
 
     def _reset_fusion(self, warn):
         from judge.fusion import initial_fusion
@@ -333,7 +287,7 @@ class Classifier(Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
 
             check_classifier(self)
         names = label_names_for(self.labels, self.label_names, self.descriptions, self.describe)
-        spec = LabelSpec(tuple(self.labels), tuple(names), **{p: getattr(self, p) for p in _SPEC})
+        spec = LabelSpec(tuple(self.labels), tuple(names), **{p: getattr(self, p) for p in names_with(role="spec")})
         c = compile_labels(spec, self.__dict__.get("engine_"))
         object.__setattr__(self, "engine_", c.engine)
         return c

@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from judge.calibration.state import Calibration
+from judge.parameters import PARAMS
 from judge.prompts import PromptTemplate
 
-__all__ = ["save_classifier", "load_classifier", "FORMAT_VERSION"]
+__all__ = ["save_classifier", "load_classifier", "FORMAT_VERSION", "LEGACY_DEFAULTS", "CODECS"]
 
 FORMAT_VERSION = 2
 _KEYS = ("format", "version", "labels", "model", "method", "prompt", "label_names", "batch_size",
@@ -75,6 +76,89 @@ def _embedder_reference(embedder):
                      f"with embedder='minilm', a sentence-transformers folder, or a SentenceEncoder before save().")
 
 
+def _encode_labels(clf, name, d, model_ref):
+    return {"labels": list(clf.labels), "descriptions": clf.descriptions}
+
+
+def _encode_model(clf, name, d, model_ref):
+    return {"model": _model_reference(clf, d, model_ref)}
+
+
+def _encode_prompt(clf, name, d, model_ref):
+    prompt = clf.prompt
+    return {"prompt": {"template": asdict(prompt)} if isinstance(prompt, PromptTemplate) else prompt}
+
+
+def _encode_label_names(clf, name, d, model_ref):
+    names = clf.label_names
+    return {"label_names": {"mapping": names} if isinstance(names, dict) else names}
+
+
+#: How each ``saved`` kind of :data:`judge.parameters.PARAMS` is written: (clf, name, folder, model_ref) -> fields.
+_ENCODE = {
+    "json": lambda clf, name, d, model_ref: {name: getattr(clf, name)},
+    "labels": _encode_labels,
+    "model": _encode_model,
+    "prompt": _encode_prompt,
+    "label_names": _encode_label_names,
+    "embedder": lambda clf, name, d, model_ref: {name: _embedder_reference(clf.embedder)},
+    "encoders": lambda clf, name, d, model_ref: {name: _shortlist_reference(clf.shortlist_encoder)},
+}
+
+
+def _decode_labels(labels, cfg, d, path):
+    descriptions = cfg.get("descriptions")
+    if descriptions is not None:
+        if not isinstance(descriptions, dict) or list(descriptions) != list(labels):
+            raise ValueError(f"{path}: field 'descriptions' should map the labels, in their order, to descriptions; "
+                             f"got {descriptions!r:.80}.")
+        return descriptions
+    return labels
+
+
+def _decode_model(ref, cfg, d, path):
+    kind, value = (ref.get("kind"), ref.get("value")) if isinstance(ref, dict) else (None, None)
+    if kind == "packaged":
+        return None
+    if kind == "path" and isinstance(value, str):
+        return str((d / value).resolve()) if not os.path.isabs(value) else value
+    if kind == "name" and isinstance(value, str):
+        return value
+    raise ValueError(f"{path}: field 'model' is malformed ({ref!r}); expected kind packaged, path or name.")
+
+
+def _decode_prompt(prompt, cfg, d, path):
+    if isinstance(prompt, dict):
+        try:
+            return PromptTemplate(**prompt["template"])
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"{path}: field 'prompt' is malformed ({err}).") from None
+    return prompt
+
+
+def _as_saved(value, cfg, d, path):
+    return value
+
+
+#: How each ``saved`` kind is read back: (value, the whole config, folder, classifier.json's path) -> value.
+_DECODE = {
+    "json": _as_saved,
+    "labels": _decode_labels,
+    "model": _decode_model,
+    "prompt": _decode_prompt,
+    "label_names": lambda names, cfg, d, path: names.get("mapping") if isinstance(names, dict) else names,
+    "embedder": _as_saved,
+    "encoders": _as_saved,
+}
+
+#: A parameter missing from a folder saved before it existed reads this value, not today's default:
+#: classifiers saved before the embedder existed answered with the LM alone.
+LEGACY_DEFAULTS = {"embedder": None}
+
+#: The ``saved`` kinds this module writes and reads (a test checks every parameter's kind is here).
+CODECS = tuple(sorted(set(_ENCODE) & set(_DECODE)))
+
+
 def save_classifier(clf, directory, *, model_ref=None) -> Path:
     """Write ``clf`` to ``directory`` (created); returns the folder.
 
@@ -100,26 +184,12 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
 
     d = Path(_check_directory(directory, "save"))
     d.mkdir(parents=True, exist_ok=True)
-    prompt = clf.prompt
-    if isinstance(prompt, PromptTemplate):
-        prompt = {"template": asdict(prompt)}
-    names = clf.label_names
-    if isinstance(names, dict):
-        names = {"mapping": names}
-    config = {
-        "format": "trie-judge-classifier", "version": FORMAT_VERSION,
-        "labels": list(clf.labels), "model": _model_reference(clf, d, model_ref),
-        "method": clf.method, "prompt": prompt, "label_names": names,
-        "batch_size": clf.batch_size, "batch_invariant": clf.batch_invariant,
-        "think": clf.think, "think_tokens": clf.think_tokens, "top_k": clf.top_k,
-        "decode_above": clf.decode_above, "end_token": clf.end_token, "rotations": clf.rotations,
-        "prior": clf.prior, "descriptions": clf.descriptions, "describe": clf.describe,
-        "embedder": _embedder_reference(clf.embedder),
-        "shortlist": clf.shortlist, "shortlist_encoder": _shortlist_reference(clf.shortlist_encoder),
-        "search_budget": clf.search_budget, "search_tolerance": clf.search_tolerance,
-        "fusion": None if clf.fusion_ is None else [clf.fusion_.weight, clf.fusion_.temperature],
-        "calibration": None,
-    }
+    config = {"format": "trie-judge-classifier", "version": FORMAT_VERSION}
+    for p in PARAMS:  # every saved parameter, by its codec (judge.parameters: a test checks none is missing)
+        if p.saved is not None:
+            config.update(_ENCODE[p.saved](clf, p.name, d, model_ref))
+    config["fusion"] = None if clf.fusion_ is None else [clf.fusion_.weight, clf.fusion_.temperature]
+    config["calibration"] = None
     cal = clf.calibration_
     if cal is not None:
         config["calibration"] = {"labels": list(cal.labels), "temperature": cal.temperature,
@@ -201,39 +271,18 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
     for k in _KEYS:
         _need(cfg, k, path, None)
     labels = _need(cfg, "labels", path, list)
-    ref = _need(cfg, "model", path, dict)
-    kind, value = ref.get("kind"), ref.get("value")
-    if kind == "packaged":
-        saved = None
-    elif kind == "path" and isinstance(value, str):
-        saved = str((d / value).resolve()) if not os.path.isabs(value) else value
-    elif kind == "name" and isinstance(value, str):
-        saved = value
-    else:
-        raise ValueError(f"{path}: field 'model' is malformed ({ref!r}); expected kind packaged, path or name.")
-    if model is None:
-        model = saved
-    prompt = cfg["prompt"]
-    if isinstance(prompt, dict):
-        try:
-            prompt = PromptTemplate(**prompt["template"])
-        except (KeyError, TypeError) as err:
-            raise ValueError(f"{path}: field 'prompt' is malformed ({err}).") from None
-    names = cfg["label_names"]
-    if isinstance(names, dict):
-        names = names.get("mapping")
-    descriptions = cfg.get("descriptions")
-    if descriptions is not None:
-        if not isinstance(descriptions, dict) or list(descriptions) != list(labels):
-            raise ValueError(f"{path}: field 'descriptions' should map the labels, in their order, to descriptions; "
-                             f"got {descriptions!r:.80}.")
-    clf = cls(descriptions if descriptions is not None else labels, model, tokenizer=tokenizer, method=cfg["method"], prompt=prompt, label_names=names,
-              batch_size=cfg["batch_size"], device=device, think=cfg["think"], think_tokens=cfg["think_tokens"],
-              top_k=cfg["top_k"], decode_above=cfg["decode_above"], end_token=cfg["end_token"],
-              batch_invariant=cfg["batch_invariant"], rotations=cfg.get("rotations", 1),
-              prior=cfg.get("prior", "auto"), describe=cfg.get("describe", "auto"), embedder=cfg.get("embedder"),
-              shortlist=cfg.get("shortlist"), shortlist_encoder=cfg.get("shortlist_encoder"),
-              search_budget=cfg.get("search_budget", 20_000), search_tolerance=cfg.get("search_tolerance", 1e-3))
+    given = {}
+    for p in PARAMS:
+        if p.saved is not None:
+            value = cfg.get(p.name, LEGACY_DEFAULTS.get(p.name, p.default))
+            given[p.name] = _DECODE[p.saved](value, cfg, d, path)
+    given.update(tokenizer=tokenizer, device=device)
+    if model is not None:
+        given["model"] = model
+    try:
+        clf = cls(**given)
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"{path}: {err}") from None
     fusion = cfg.get("fusion")
     if fusion is not None and clf.embedder is not None:
         from judge.fusion import Fusion

@@ -30,9 +30,9 @@ done
 if [ -n "$more" ]; then
   for e in ${more//,/ }; do
     case "$e" in
-      plot|datasets|bench|structured|serve|ray|gemma|icd|adapt|embed|docs|dev) ;;
+      plot|datasets|bench|structured|serve|ray|gemma|icd|adapt|embed|conformal|docs|dev) ;;
       vllm) echo "install.sh: the vllm extra needs its own environment: bash scripts/setup_vllm.sh" >&2; exit 2 ;;
-      *) echo "install.sh: unknown extra '$e' (known: plot datasets bench structured serve ray gemma icd adapt embed docs dev)" >&2; exit 2 ;;
+      *) echo "install.sh: unknown extra '$e' (known: plot datasets bench structured serve ray gemma icd adapt embed conformal docs dev)" >&2; exit 2 ;;
     esac
   done
   extras="$extras,$more"

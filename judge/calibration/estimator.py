@@ -35,32 +35,13 @@ from judge.calibration.bias import AUTO_PRIOR_STRENGTH, CONTENT_FREE, batch_bias
 from judge.calibration.state import Calibration, check_calibrate_args, fit_resolved, resolve_bias
 from judge.labels import label_indices
 
-__all__ = ["CalibratedMixin", "check_content_free", "PRIORS", "AUTO_PRIOR_STRENGTH", "check_prior",
+__all__ = ["CalibratedMixin", "check_content_free", "AUTO_PRIOR_STRENGTH",
            "COLLAPSE_SHARE", "COLLAPSE_MIN_TEXTS"]
 
-#: The label-free corrections ``Classifier(prior=...)`` applies before ``calibrate()`` / ``fit()``.
-PRIORS = ("auto", "contextual", "batch", "none", None)
 #: A call whose answers give one label to more than this share of at least ``COLLAPSE_MIN_TEXTS``
 #: texts warns that the answers have collapsed (and says what to do).
 COLLAPSE_SHARE = 0.9
 COLLAPSE_MIN_TEXTS = 20
-
-
-def check_prior(prior):
-    """``prior`` if it is one of :data:`PRIORS`, else a ValueError listing them.
-
-    Examples
-    --------
-    >>> check_prior("auto")
-    'auto'
-    >>> check_prior("uniform")
-    Traceback (most recent call last):
-    ...
-    ValueError: Unknown prior 'uniform'; valid values are ('auto', 'contextual', 'batch', 'none', None).
-    """
-    if prior not in PRIORS:
-        raise ValueError(f"Unknown prior {prior!r}; valid values are {PRIORS}.")
-    return prior
 
 
 class CalibratedMixin:
