@@ -139,7 +139,7 @@ MODULES = {
     "decisions.guard": Module("judge/decisions/guard.py", _GUARD_TESTS),
     "fusion": Module("judge/fusion.py", ["tests/test_zero_shot_default.py", "tests/test_calibrated_classifier.py"]),
     "transductive": Module("judge/transductive.py", ["tests/test_zero_shot_default.py"]),
-    "calibration.estimator": Module("judge/calibration/estimator.py",
+    "calibrated": Module("judge/calibrated.py",
                                     [*_CALIBRATION_TESTS, "tests/test_zero_shot_default.py"]),
 }
 GROUPS = {"high": [k for k, m in MODULES.items() if m.target >= 0.9], "all": list(MODULES)}

@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from judge._checks import check_texts
 from judge._errors import NotCalibratedError
 from judge._math import softmax
-from judge.calibration.estimator import CalibratedMixin
+from judge.calibrated import CalibratedMixin
 from judge.engine.protocol import Closing
 from judge.inspection import InspectionMixin
 from judge.labels import as_label_list, label_descriptions, label_names_for
@@ -120,7 +120,7 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
     prior : {"auto", "contextual", "batch", None}
         The label-free correction applied before :meth:`calibrate` or :meth:`fit` (which replace it):
         the model's preference for some labels whatever the text, divided out without labels
-        (:meth:`prior_for`, :mod:`judge.calibration.estimator`; ``auto``: chosen on validation).
+        (:meth:`prior_for`, :mod:`judge.calibrated`; ``auto``: chosen on validation).
         :meth:`decision_function` stays raw.
     embedder : "auto", None, str or encoder
         A sentence embedder beside the language model: the labels' exact scores are fused with the

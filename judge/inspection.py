@@ -1,6 +1,6 @@
 """What a compiled classifier shows: its prompt, label surfaces, token ids, automaton and fingerprint.
 
-A mixin of `judge.Classifier` (as its calibrated half, :mod:`judge.calibration.estimator`): read-only
+A mixin of `judge.Classifier` (as its calibrated half, :mod:`judge.calibrated`): read-only
 views of the compiled label set (``compiled_``, :class:`judge.compiled.CompiledLabels`), for
 inspecting what the model is asked and what it is scored on, and the fingerprint that keys cached
 scores.

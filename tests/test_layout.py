@@ -163,6 +163,42 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def _unit(module: str) -> str:
+    """The package or top-level module of judge a module belongs to: judge.calibration.bias -> judge.calibration."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycles_between_packages_and_top_level_modules():
+    """The coarse graph (judge.calibration, judge.fusion, judge.classifier, ...) is acyclic too: no package
+    imports a module that imports the package back (the calibration package held the Classifier's calibrated
+    half, which imported judge.fusion, which imports judge.calibration)."""
+    graph: dict[str, set] = {}
+    for name, path in MODULES.items():
+        for mod, names, _ in _imports(name, path):
+            for t in {_target(mod, n) for n in names} or {mod}:
+                while t not in MODULES and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in MODULES and t != "judge" and _unit(t) != _unit(name):
+                    graph.setdefault(_unit(name), set()).add(_unit(t))
+    state, stack, cycles = {}, [], []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    assert not cycles, "import cycles between packages:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
 #: packages that must not import another (function-level imports included): the edge imports the core
 LAYERS_APART = {"judge.decisions": ("judge.server",)}
 

@@ -1,4 +1,4 @@
-"""The calibrated half of `judge.Classifier`: the label-free prior, ``calibrate``, the fitted values, conformal sets.
+"""The calibrated half of `judge.Classifier` (outside the calibration package, which stays arrays in, arrays out): the label-free prior, ``calibrate``, the fitted values, conformal sets.
 
 A mixin, as scikit-learn's ``ClassifierMixin``: it needs from its class only
 public members (``labels``, ``prior``, ``shortlist``, ``batch_invariant``, ``compiled_``,
