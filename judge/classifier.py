@@ -354,9 +354,18 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
             object.__setattr__(self, "search_report_", r.report)
         return r
 
-    def _search(self, texts, cal, mode, eps):  # the certified search where it applies (not after fit, nor fused)
-        r = None if self.adaptation_ is not None or self._fused else self._run(texts, (mode, eps), cal)
-        return r and r.report
+    def _search(self, texts, cal, mode, eps):
+        """The certified search where it applies: (report, the correction its scores were read under), or None.
+
+        Not after fit; fused, for the argmax only, under the per-text bias of :func:`judge.fusion.search_correction`."""
+        if self.adaptation_ is not None or (self._fused and (mode != "argmax" or self.fusion_.weight >= 1.0)):
+            return None
+        if self._fused:
+            from judge.fusion import search_correction
+
+            cal = search_correction(self, texts, cal)
+        r = self._run(texts, (mode, eps), cal)
+        return r and r.report and (r.report, cal)
 
     def predict_proba(self, texts, *, tolerance=None, transductive="auto") -> np.ndarray:
         """Probability of each label: ndarray of shape (n, K), rows sum to 1, columns in ``classes_`` order.
@@ -397,9 +406,9 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         if tolerance is None:
             tolerance = self.search_tolerance if self._setup().method == "search" else 0.0
         if tolerance > 0 and texts and kind != "batch" and not transductive:
-            res = self._search(texts, cal, "tolerance", float(tolerance))
-            if res is not None:
-                s = np.nan_to_num(res.dense(len(self.labels)), nan=-np.inf)
+            found = self._search(texts, cal, "tolerance", float(tolerance))
+            if found is not None:
+                s = np.nan_to_num(found[0].dense(len(self.labels)), nan=-np.inf)
                 return cal.transform(s) if cal is not None else softmax(s)
         scores = self._scores(texts, transductive)
         if kind == "batch":
@@ -442,9 +451,10 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         kind = self.prior_for(len(texts))
         cal = self._calibration_for(kind)
         go = not (abstain or transductive or not texts or kind == "batch") and self.compiled_.search_pays()
-        res = self._search(texts, cal, "argmax", 0.0) if go else None
-        if res is not None:  # the exact argmax, proven by the prefix bound, without full scoring
-            top = res.argmax(*((cal.bias, cal.temperature) if cal is not None else ()))
+        found = self._search(texts, cal, "argmax", 0.0) if go else None
+        if found is not None:  # the exact argmax, proven by the prefix bound, without full scoring
+            res, by = found
+            top = res.argmax(*((by.bias, by.temperature) if by is not None else ()))
         else:
             scores = self._scores(texts, transductive)
             if kind == "batch":

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Fusion", "DEFAULT_FUSION", "FUSION_WEIGHTS", "label_texts", "label_similarity", "fit_fusion", "experts",
-           "initial_fusion", "embedder_in_use", "expert_inputs"]
+           "initial_fusion", "embedder_in_use", "expert_inputs", "lm_offset", "embedder_vectors", "SearchCorrection",
+           "search_correction"]
 
 #: The weights :func:`fit_fusion` chooses from.
 FUSION_WEIGHTS = tuple(round(w, 2) for w in np.linspace(0.0, 1.0, 11))
@@ -83,6 +84,38 @@ class Fusion:
         a, b = 1.0 - float(self.weight), float(self.weight)
         z = (a * _log_softmax(lm) if a else 0.0) + (b * _log_softmax(sim / self.temperature) if b else 0.0)
         return _log_softmax(np.where(np.isneginf(lm), -np.inf, z) if a else z)
+
+    def argmax_bias(self, offset, similarity, bias=None) -> np.ndarray:
+        """The per-text bias under which the LM's raw scores have the fused answer's argmax: (n, K).
+
+        ``argmax(combine(logp - offset, similarity) - bias)`` equals ``argmax(logp - b)`` row by row (up
+        to float rounding at exact ties), for the ``b`` returned: the certified search proves the fused
+        default's answer from the LM's exact scores with it (`judge.engine.search`), without scoring
+        every label. Needs ``weight < 1`` (1 is the embedder alone: there is nothing to search).
+
+        Parameters
+        ----------
+        offset : ndarray of shape (K,)
+            What the LM's raw scores lose before the fusion (its label-free prior at its strength).
+        similarity : ndarray of shape (n, K)
+        bias : ndarray of shape (K,), optional
+            A calibration's bias on the fused scores (its temperature does not move the argmax).
+
+        Examples
+        --------
+        >>> f = Fusion(0.6, 0.02)
+        >>> logp, offset = np.log([[0.5, 0.3, 0.2]]), np.log([0.6, 0.2, 0.2])
+        >>> sim = np.array([[0.31, 0.30, 0.33]])
+        >>> int(f.combine(logp - offset, sim).argmax()), int((logp - f.argmax_bias(offset, sim)).argmax())
+        (2, 2)
+        """
+        w = float(self.weight)
+        if w >= 1.0:
+            raise ValueError("Fusion(weight=1) is the embedder alone: its argmax is the similarity's; there is no "
+                             "LM score to search.")
+        sim = np.asarray(similarity, np.float64)
+        b = np.asarray(offset, np.float64)[None, :] - (w / (1.0 - w)) * sim / self.temperature
+        return b if bias is None else b + np.asarray(bias, np.float64)[None, :] / (1.0 - w)
 
 
 #: The label-free default: chosen on the four validation splits (bench/fusion.py select, README).
@@ -263,22 +296,84 @@ def expert_inputs(clf, texts, *, adapted=True) -> tuple[np.ndarray, np.ndarray, 
     >>> lm.shape, X.shape, L.shape
     ((1, 2), (1, 384), (2, 384))
     """
-    from judge._math import unit_rows as unit
-    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
     from judge.compiled import zero_shot_scores
+
+    texts = list(texts)
+    X, L = embedder_vectors(clf, texts, adapted=adapted)
+    return zero_shot_scores(clf, texts) - lm_offset(clf), X, L
+
+
+def lm_offset(clf) -> np.ndarray:
+    """What the LM's raw scores lose before the fusion: its contextual prior at ``AUTO_PRIOR_STRENGTH``, (K,).
+
+    Labels the prior's inputs never reached get the mean of the others (as ``Classifier(prior="auto")``).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> lm_offset(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm")).shape
+    (2,)
+    """
+    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
+
+    p = clf.zero_shot_prior()
+    return AUTO_PRIOR_STRENGTH * np.where(np.isfinite(p), p, np.nanmean(np.where(np.isfinite(p), p, np.nan)))
+
+
+def embedder_vectors(clf, texts, *, adapted=True) -> tuple[np.ndarray, np.ndarray]:
+    """The embedder's unit vectors of ``texts`` (n, d) and of the labels (K, d) (moved ones after ``adapt``).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> X, L = embedder_vectors(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"])
+    >>> X.shape, L.shape
+    ((1, 384), (2, 384))
+    """
+    from judge._math import unit_rows as unit
     from judge.encoders import get_encoder
 
     texts = list(texts)
-    c = clf.compiled_
     enc = get_encoder(clf.embedder_)
     tr = getattr(clf, "transduction_", None)
-    L = tr.label_vectors if adapted and tr is not None else c.derived("label_vectors", lambda: unit(
+    L = tr.label_vectors if adapted and tr is not None else clf.compiled_.derived("label_vectors", lambda: unit(
         enc(label_texts(clf.labels, clf.label_names, clf.descriptions))))
-    p = clf.zero_shot_prior()  # the LM's contextual prior, as Classifier(prior="auto") divides it out
-    prior = np.where(np.isfinite(p), p, np.nanmean(np.where(np.isfinite(p), p, np.nan)))
-    lm = zero_shot_scores(clf, texts) - AUTO_PRIOR_STRENGTH * prior
-    X = unit(enc(texts)) if texts else np.zeros((0, L.shape[1]))
-    return lm, X, L
+    return (unit(enc(texts)) if texts else np.zeros((0, L.shape[1]))), L
+
+
+@dataclass(frozen=True)
+class SearchCorrection:
+    """What the certified search corrects the LM's scores by: ``bias`` (K,) or (n, K), ``temperature`` or None.
+
+    Examples
+    --------
+    >>> SearchCorrection(np.zeros((1, 2))).temperature is None
+    True
+    """
+
+    bias: np.ndarray
+    temperature: float | None = None
+
+
+def search_correction(clf, texts, cal=None) -> SearchCorrection:
+    """The per-text bias that makes the certified search prove a fused classifier's answer (its ``predict``).
+
+    ``cal``: the classifier's calibration (its bias applies to the fused scores), or None.
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> search_correction(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"]).bias.shape
+    (1, 2)
+    """
+    X, L = embedder_vectors(clf, texts)
+    return SearchCorrection(clf.fusion_.argmax_bias(lm_offset(clf), X @ L.T, None if cal is None else cal.bias))
 
 
 def experts(clf, texts) -> tuple[np.ndarray, np.ndarray]:

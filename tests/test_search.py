@@ -454,3 +454,72 @@ def test_option_trie_refuses_ids_outside_the_vocabulary_range(seqs):
     broken trie (or divided by zero) instead of being refused."""
     with pytest.raises(ValueError, match=r"must be in \[0, 2\*\*31\); got"):
         OptionTrie(seqs)
+
+
+def test_a_bias_per_text_is_each_texts_own_search(smollm2):
+    """bias (n, K): each text's search runs under its own row, as a search of that text alone with it would."""
+    tok = smollm2[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine(_model("llama", tok, 0), tok).setup()
+    labels = _labels("tools", 40, 0)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    items = [Item(eng.encode([("Text: ", False), (t, True), ("\nLabel:", False)]), seqs) for t in TEXTS[:4]]
+    trie = OptionTrie(seqs)
+    rows = np.random.default_rng(3).normal(0, 6.0, (len(items), len(labels)))  # a different order per text
+    res = eng.search(items, trie, bias=rows)
+    full = _full_scores(eng, items)
+    np.testing.assert_array_equal(res.best, (full - rows).argmax(1))
+    np.testing.assert_array_equal(res.argmax(rows), res.best)
+    for i, it in enumerate(items):
+        one = eng.search([it], trie, bias=rows[i])
+        assert one.best[0] == res.best[i] and one.fed[0] == res.fed[i]
+    assert res.certified.all()
+    with pytest.raises(ValueError, match=r"per text and option \(4, 40\), got shape \(3, 40\)"):
+        eng.search(items, trie, bias=rows[:3])
+    with pytest.raises(ValueError, match="bias holds NaN"):
+        eng.search(items, trie, bias=np.where(rows > 5, np.nan, rows))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), w=st.sampled_from([0.0, 0.3, 0.6, 0.9]), tau=st.sampled_from([0.02, 0.1, 1.0]),
+       calibrated=st.booleans())
+def test_the_fusions_argmax_bias_gives_the_fused_argmax(seed, w, tau, calibrated):
+    from judge.fusion import Fusion
+
+    rng = np.random.default_rng(seed)
+    n, k = 6, 9
+    logp = np.log(rng.dirichlet(np.ones(k), n))
+    offset, sim = rng.normal(0, 1, k), rng.uniform(-0.2, 0.8, (n, k))
+    bias = rng.normal(0, 2, k) if calibrated else None
+    f = Fusion(w, tau)
+    fused = f.combine(logp - offset, sim) - (0.0 if bias is None else bias)
+    np.testing.assert_array_equal((logp - f.argmax_bias(offset, sim, bias)).argmax(1), fused.argmax(1))
+    with pytest.raises(ValueError, match="embedder alone"):
+        Fusion(1.0, tau).argmax_bias(offset, sim)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_the_fused_default_predicts_by_the_certified_search(smollm2, arch):
+    """With an embedder beside the LM, predict proves the fused argmax by the search (per-text bias), not by
+    scoring every label: the same answers as predict_proba's argmax, before and after a calibration's bias."""
+    from judge.fusion import Fusion
+
+    tok = smollm2[1]
+    labels = _labels("phrases", 25, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = Classifier(labels, _model(arch, tok, 1), tokenizer=tok, method="exact", embedder="minilm", batch_size=2)
+        assert clf.fusion_ == Fusion(0.6, 0.02)
+        want = clf.predict_proba(TEXTS).argmax(1)
+        got = clf.predict(TEXTS)
+        assert list(got) == [labels[i] for i in want]
+        rep = clf.search_report_
+        assert rep is not None and rep.certified.all() and len(rep.fed) == len(TEXTS)
+        bias = np.random.default_rng(1).normal(0, 3.0, len(labels))
+        object.__setattr__(clf, "calibration_", Calibration(tuple(labels), bias, 0.7, None,
+                                                            np.full((2, len(labels)), 1 / len(labels)),
+                                                            np.array([0, 1])))
+        want = clf.predict_proba(TEXTS).argmax(1)
+        assert list(clf.predict(TEXTS)) == [labels[i] for i in want]
+        assert clf.search_report_ is not rep

@@ -94,7 +94,7 @@ class SearchResult:
         return out
 
     def argmax(self, bias=None, temperature=None) -> np.ndarray:
-        """Per text, the best completed label after ``bias`` (K,) and ``temperature``: (n,) int64.
+        """Per text, the best completed label after ``bias`` ((K,), or (n, K): a row per text) and ``temperature``: (n,) int64.
 
         The lowest label index among equal scores, as ``np.argmax`` over every label would
         pick; nothing of size K x n is built.
@@ -104,7 +104,8 @@ class SearchResult:
             keys = np.fromiter(f.keys(), np.int64, len(f))
             vals = np.fromiter(f.values(), np.float64, len(f))
             if bias is not None:
-                vals = vals - np.asarray(bias, np.float64)[keys]
+                b = np.asarray(bias, np.float64)
+                vals = vals - (b[i] if b.ndim == 2 else b)[keys]
             if temperature is not None:
                 vals = vals / temperature
             out[i] = keys[vals == vals.max()].min()
@@ -151,8 +152,9 @@ def search(model, plan, dtype, root, items, trie: OptionTrie, *, bias=None, temp
         Prompt ids; the options are ``trie``'s.
     trie : OptionTrie
         Prefix-free (``end_token="auto"`` makes one).
-    bias : ndarray of shape (K,), optional
-        Calibrated scores are ``(log p - bias) / temperature``.
+    bias : ndarray of shape (K,) or (n, K), optional
+        Calibrated scores are ``(log p - bias) / temperature``; one row per text where the
+        correction depends on the text (the fused default's argmax: `judge.fusion.Fusion.argmax_bias`).
     temperature : float, optional
     mode : {"argmax", "tolerance"}
     eps : float
@@ -197,20 +199,23 @@ def search(model, plan, dtype, root, items, trie: OptionTrie, *, bias=None, temp
     per_round = 16 if per_round is None else int(per_round)
     if per_round < 1:
         raise ValueError(f"per_round must be >= 1, got {per_round}.")
-    K = len(trie.end_node)
+    K, n = len(trie.end_node), len(items)
     b = np.zeros(K) if bias is None else np.asarray(bias, np.float64)
-    if b.shape != (K,):
-        raise ValueError(f"bias must have one value per option ({K}), got shape {b.shape}.")
+    if b.shape not in ((K,), (n, K)):
+        raise ValueError(f"bias must have one value per option ({K},) or per text and option ({n}, {K}), got "
+                         f"shape {b.shape}.")
+    if np.isnan(b).any():
+        raise ValueError("bias holds NaN; give every option a number (inf: never the answer).")
     T = 1.0 if temperature is None else float(temperature)
     if not (T > 0 and math.isfinite(T)):
         raise ValueError(f"temperature must be a positive finite number, got {temperature!r}.")
-    ctx = _Context(trie, b, T, mode, eps, budget, per_round, int(subtree))
-    n = len(items)
+    shared = _Context(trie, b, T, mode, eps, budget, per_round, int(subtree)) if b.ndim == 1 else None
     res = SearchResult(np.full(n, -1, np.int64), np.full(n, -np.inf), np.zeros(n, bool), np.full(n, np.inf),
                        np.zeros(n, np.int64), np.zeros(n, np.int64), [dict() for _ in range(n)])
     for s in range(0, n, batch_size):
         idx = list(range(s, min(n, s + batch_size)))
-        states = _run(model, plan, dtype, root, [items[i] for i in idx], ctx)
+        ctxs = [shared or _Context(trie, b[i], T, mode, eps, budget, per_round, int(subtree)) for i in idx]
+        states = _run(model, plan, dtype, root, [items[i] for i in idx], ctxs)
         for i, st in zip(idx, states):
             res.best[i], res.best_score[i] = st.best, st.best_score
             res.certified[i], res.gap[i] = st.certified, st.gap
@@ -219,7 +224,7 @@ def search(model, plan, dtype, root, items, trie: OptionTrie, *, bias=None, temp
 
 
 class _Context:
-    """The trie and the stopping rule's constants, shared by every text of a call."""
+    """The trie and the stopping rule's constants: shared by every text of a call, or one per text (a bias per text)."""
 
     def __init__(self, trie, b, T, mode, eps, budget, per_round, subtree):
         self.trie, self.b, self.T, self.mode, self.eps = trie, b, T, mode, eps
@@ -305,11 +310,11 @@ def _choose(st: _Text, ctx: _Context) -> list[int]:
     return work
 
 
-def _run(model, plan_kind, dtype, root, items, ctx: _Context) -> list[_Text]:
+def _run(model, plan_kind, dtype, root, items, ctxs: list) -> list[_Text]:
     import torch
     from transformers import DynamicCache
 
-    trie = ctx.trie
+    trie = ctxs[0].trie
     dev = model.device
     kw = cache_keyword(model)
     kind, plan = plan_kind
@@ -416,6 +421,7 @@ def _run(model, plan_kind, dtype, root, items, ctx: _Context) -> list[_Text]:
                     node, kids = fed_nodes[jj], kid_lists[jj]
                     vals = allv[start: start + size]
                     start += size
+                    ctx = ctxs[r]
                     if first and ctx.mode == "tolerance":
                         st.shift = float(np.max((vals - ctx.min_b[kids]) / ctx.T))
                     base_lp = st.lp[node]
@@ -424,7 +430,7 @@ def _run(model, plan_kind, dtype, root, items, ctx: _Context) -> list[_Text]:
         first = False
         still = []
         for r in rows:
-            st = states[r]
+            st, ctx = states[r], ctxs[r]
             if _stop_now(st, ctx):
                 st.done = True
                 continue
