@@ -72,9 +72,9 @@ def test_vllm_refuses_fit_and_fitted_classifiers(tmp_path):
     clf.fit(["sure", "nope", "yes!", "never"], ["yes", "no", "yes", "no"], cv=2)
     clf.save(tmp_path, model_ref="some/model")
     fitted = "this Classifier carries a fitted head .*use backend='transformers' for it"
-    clf.backend = "vllm"  # the fit is kept (the backend does not change what was fitted)...
-    with pytest.raises(ValueError, match=fitted):  # ...and refused on first use, before vLLM is started
-        clf.predict(["ok"])
+    with pytest.raises(TypeError, match="backend='vllm' loads the model itself"):  # refused when set (the table's
+        clf.backend = "vllm"                                                      # check across parameters)
+    assert clf.backend == "transformers" and clf.adaptation_.kind == "head"      # and nothing changed
     loaded = Classifier.load(tmp_path)  # the saved head, on the model named by reference (never loaded here)
     assert loaded.adaptation_.kind == "head"
     loaded.backend = "vllm"
