@@ -137,6 +137,7 @@ MODULES = {
     "compiled": Module("judge/compiled.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "label_paths": Module("judge/label_paths.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "decisions.guard": Module("judge/decisions/guard.py", _GUARD_TESTS),
+    "decisions.fusion": Module("judge/decisions/fusion.py", ["tests/test_decisions_fusion.py"]),
     "fusion": Module("judge/fusion.py", ["tests/test_zero_shot_default.py", "tests/test_calibrated_classifier.py"]),
     "transductive": Module("judge/transductive.py", ["tests/test_zero_shot_default.py"]),
     "calibrated": Module("judge/calibrated.py",

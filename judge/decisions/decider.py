@@ -12,7 +12,8 @@ contract's reference confidence.
 **Bias correction**, on by default and label-free (`judge.decisions.priors`: a question shape's prior
 from `CONTENT_FREE` states asked in the same call, divided out; ``bias="running"``: a running batch
 prior; ``bias=None``: off). **Guard**, opt-in (`judge.decisions.guard`): variants of the state with
-pieces erased, scored in the same call, so that no planted piece decides.
+pieces erased, scored in the same call, so that no planted piece decides. **Choice questions** fuse
+a sentence embedder's state-option similarity beside the LM (`judge.decisions.fusion`).
 
 `Decider.ask_many` answers several states at once, in two steps that may run apart:
 `Decider.plan_request` plans, lowers and prices a request (`judge.decisions.planning.RequestPlan`;
@@ -41,6 +42,7 @@ from judge.decisions.calibration import (
     option_scores,
     prior_in_question_order,
 )
+from judge.decisions.fusion import ChoiceFusion, choice_fusion, fuse_scored
 from judge.decisions.guard import Guard, combine, resolve_guard
 from judge.decisions.planning import RequestPlan, plan_one, plan_request, score_plans
 from judge.decisions.priors import BIAS_METHODS, QuestionPriors
@@ -59,8 +61,6 @@ from judge.decisions.setup import build_scorer, model_name_of, resolve_styles
 from judge.engine.protocol import Closing
 
 __all__ = ["Decider"]
-
-
 
 #: The lock every Decider's lazy setup (Decider._once) runs under: setup is rare; a Decider stays picklable.
 _SETUP_LOCK = threading.RLock()
@@ -109,6 +109,9 @@ class Decider(Closing):
     profile : DecisionProfile, str, os.PathLike or None
         Fitted heads (`judge.decisions.profiles`, or the path of one): questions it has a head
         for are answered by it (instead of a calibration profile).
+    embedder : "auto", None, str or encoder
+        A sentence embedder beside the LM on choice questions (`judge.decisions.fusion`): ``"auto"``,
+        the packaged MiniLM beside the packaged model (none beside another model or a profile); None: the LM alone.
 
     Attributes
     ----------
@@ -132,7 +135,7 @@ class Decider(Closing):
 
     def __init__(self, model=None, tokenizer=None, *, device=None, backend="transformers", chat: bool | None = None,
                  style=None, bias: str | None = "contextual", warm_up: int = 8, calibration=None, scorer=None, engine=None,
-                 guard=None, profile=None):
+                 guard=None, profile=None, embedder="auto"):
         self.backend = check_backend(backend)
         self.model = model
         self.tokenizer = tokenizer
@@ -146,6 +149,7 @@ class Decider(Closing):
         self.engine = engine
         self.guard = guard
         self.profile = profile
+        self.embedder = embedder
         self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
 
     def _once(self, name, build, fresh=lambda v: v is not None):
@@ -288,10 +292,6 @@ class Decider(Closing):
     def describe(self) -> dict:
         """How this decider answers: prompt version, styles, bias correction, calibration (``/v1/models``).
 
-        Returns
-        -------
-        dict
-
         Examples
         --------
         >>> from judge.testing import tiny_pair
@@ -329,16 +329,9 @@ class Decider(Closing):
 
     # -- work
     def plan(self, state: Any, question: Question) -> Plan:
-        """The prompt pieces and scored strings of one question (for inspection and tests).
+        """The prompt pieces and scored strings of one question (a `judge.decisions.prompts.Plan`; for inspection).
 
-        Parameters
-        ----------
-        state : str, dict or list
-        question : Choice, YesNo or Score
-
-        Returns
-        -------
-        judge.decisions.prompts.Plan
+        ``state``: a str, dict or list; ``question``: a Choice, YesNo or Score.
 
         Examples
         --------
@@ -363,8 +356,7 @@ class Decider(Closing):
         Returns
         -------
         judge.decisions.planning.RequestPlan
-            Raises DecisionError (a bad state, question or guard) or judge.LabelError (an option
-            the tokenizer cannot spell).
+            Raises DecisionError (a bad state, question or guard) or LabelError (an unspellable option).
 
         Examples
         --------
@@ -380,11 +372,10 @@ class Decider(Closing):
     def count_tokens(self, state: Any, questions: Mapping[str, Question], *, guard=None) -> dict:
         """Tokens a request feeds the model: the price of its plan (`plan_request`; `RequestPlan.price`).
 
-        ``{"state": int, "questions": {id: int}, "total": int}``: the template and the state (shared
-        by every question), each question's own tokens (its prompt's tokens past the state's, plus
-        its options' tokens as the scorer scores them) and their sum (a new shape's one-time
-        content-free queries not counted); guarded (``guard`` as for `ask`), also ``"guard": {id:
-        int}``, an upper bound on what its erased variants add, included in ``"total"``.
+        ``{"state": int, "questions": {id: int}, "total": int}``: the template and the state (shared), each
+        question's own tokens (its prompt past the state, its options as scored) and their sum (a new shape's
+        content-free queries not counted); guarded, also ``"guard": {id: int}``, a bound on what its erased
+        variants add, included in ``"total"``.
 
         Examples
         --------
@@ -461,10 +452,17 @@ class Decider(Closing):
         if update and priors is not None:  # the states as given (a guard's variants are not traffic)
             priors.observe([(p.shape, plans[ci].text, p.per_option(s)[list(p.canonical)])
                             for (ci, _, vi), p, s in zip(keys, asked, scores[:n_asked]) if vi == 0])
+        fuse_scored(self.fuser_, [rp.questions for rp in plans], out)  # choices: the embedder beside the LM
         return out
 
+    @property
+    def fuser_(self) -> ChoiceFusion:
+        """What choice questions are fused with now (`judge.decisions.fusion.choice_fusion`)."""
+        return choice_fusion(self.embedder, packaged=self.model is None and self.scorer is None and self.engine
+                             in (None, "auto"), profile=self.profile)
+
     def log_probs(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> list[dict[str, np.ndarray]]:
-        """Log-probabilities of every question's options, bias-corrected, in one scoring call.
+        """Log-probabilities of every question's options, bias-corrected (choices fused), in one scoring call.
 
         Parameters
         ----------
