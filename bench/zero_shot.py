@@ -24,6 +24,12 @@ alone on the same texts (warm, alternating, medians).
     python -m bench.zero_shot select --json bench/results/zero_shot_select.json
     python -m bench.zero_shot test --json bench/results/zero_shot_test.json
     python -m bench.zero_shot cost --dkeys banking77,trec --json bench/results/zero_shot_cost.json
+    python -m bench.zero_shot test --model gemma3-270m --model-key gemma3 --test-sel test200 \
+        --validation-sel validation100 --json bench/results/zero_shot_test_gemma.json
+
+With another model (``--model``, its scores cached under ``--model-key``) the default is the LM alone
+(weight 0, `judge.fusion.initial_fusion`); the row of :data:`judge.fusion.DEFAULT_FUSION`'s weight on that
+LM shows what the weight chosen for the packaged 135M model would do to it.
 
 What it deliberately does not do: choose anything on test.
 """
@@ -53,7 +59,7 @@ def _unit(a):
     return a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
 
 
-def load(dkey, sel):
+def load(dkey, sel, model_key="smollm2", model=None):
     """{lm, X, L, Ld, y}: prior-corrected LM scores, text and label vectors (names; described), gold."""
     from judge.calibration import contextual_bias
     from judge.calibration.bias import AUTO_PRIOR_STRENGTH
@@ -61,8 +67,8 @@ def load(dkey, sel):
     from judge.evaluation import read_checkpoint
     from judge.fusion import label_texts
 
-    got = cached(dkey, sel)
-    f = path("smollm2", dkey, sel, "minilm")
+    got = cached(dkey, sel, model_key)
+    f = path(model_key, dkey, sel, "minilm")
     if got is None or not f.exists():
         return None
     s, y, labels = got
@@ -70,11 +76,11 @@ def load(dkey, sel):
     clf = classifier(dkey, labels)
     desc = json.loads((HERE / "descriptions" / f"{dkey}.json").read_text())
     enc = SentenceEncoder()
-    lm = s - AUTO_PRIOR_STRENGTH * contextual_bias(content_free(dkey, labels))
+    lm = s - AUTO_PRIOR_STRENGTH * contextual_bias(content_free(dkey, labels, model, model_key))
     return {"lm": lm, "raw": s, "X": _unit(ck.scores), "y": y,
             "L": _unit(enc(label_texts(labels, clf.label_names))),
             "Ld": _unit(enc(label_texts(labels, clf.label_names, desc))),
-            "lm_seconds": float(np.sum(read_checkpoint(path("smollm2", dkey, sel, "scores")).seconds))}
+            "lm_seconds": float(np.sum(read_checkpoint(path(model_key, dkey, sel, "scores")).seconds))}
 
 
 def fused(d, L=None):
@@ -165,7 +171,7 @@ def _calibrated(va, te, L_va=None, L_te=None):
     return acc(cal.transform(fus.combine(te["lm"], sim_te)), te["y"]), acc(cal_lm.transform(te["raw"]), te["y"]), fus
 
 
-def _baselines(dkey, te_y, K):
+def _baselines(dkey, te_y, K, sel="test1000"):
     """Majority class and TF-IDF (1-2 grams) + logistic regression (C=10, fixed: a grid search over C on
     CLINC150's 15,000 training texts outlasted this script's budget) on the full training split."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -173,7 +179,7 @@ def _baselines(dkey, te_y, K):
     from sklearn.pipeline import make_pipeline
 
     tr_texts, tr_y, _, _ = rows(dkey, "train", DATA)
-    te_texts = rows(dkey, "test1000", DATA)[0]
+    te_texts = rows(dkey, sel, DATA)[0]
     major = np.bincount(tr_y, minlength=K).argmax()
     pipe = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
                          LogisticRegression(C=10.0, max_iter=1000)).fit(list(tr_texts), tr_y)
@@ -188,21 +194,24 @@ def test(args):
 
     sel = json.loads(Path(args.selection).read_text())
     rounds, step = sel["all"]
-    out = {"split": "test1000", "transductive": {"rounds": rounds, "step": step}, "datasets": {}}
+    tsel, vsel, mkey = args.test_sel, args.validation_sel, args.model_key
+    other = mkey != "smollm2"  # another LM: its default is the LM alone (weight 0) until calibrate
+    out = {"split": tsel, "validation": vsel, "model": args.model or "smollm2-135m-instruct",
+           "transductive": {"rounds": rounds, "step": step}, "datasets": {}}
     for k in args.dkeys.split(","):
-        te, va = load(k, "test1000"), load(k, "validation500")
+        te, va = load(k, tsel, mkey, args.model), load(k, vsel, mkey, args.model)
         if te is None or va is None:
-            out["datasets"][k] = "not run: scores or minilm of test1000 / validation500 not cached"
+            out["datasets"][k] = f"not run: scores or minilm of {tsel} / {vsel} not cached"
             continue
         y, K = te["y"], te["lm"].shape[1]
-        z = fused(te)
+        z = te["lm"] if other else fused(te)
         p = softmax(z, axis=1)
         gold_top = np.bincount(y, minlength=K).max() / len(y)
         cal_f, cal_lm, fus = _calibrated(va, te)
         t0 = time.perf_counter()
         zt = transduce(te, rounds, step)
         t_trans = time.perf_counter() - t0
-        texts = rows(k, "test1000", DATA)[0]
+        texts = rows(k, tsel, DATA)[0]
         enc = SentenceEncoder()
         enc(texts[:8])
         t0 = time.perf_counter()
@@ -211,7 +220,8 @@ def test(args):
         row = {
             "n": len(y), "K": K,
             "LM alone": acc(te["lm"], y), "embedder alone": acc(te["X"] @ te["L"].T, y),
-            "default (fused)": acc(z, y),
+            "default (fused)" if not other else "default (weight 0: the LM alone)": acc(z, y),
+            **({"DEFAULT_FUSION's weight on this LM (not the default)": acc(fused(te), y)} if other else {}),
             "with descriptions": acc(fused(te, te["Ld"]), y),
             "transductive": acc(zt, y),
             "transductive, with descriptions": acc(transduce(te, rounds, step, L=te["Ld"]), y),
@@ -219,10 +229,11 @@ def test(args):
             "default + calibrate (validation)": cal_f, "calibrated fusion weight": fus.weight,
             "LM alone + calibrate (validation)": cal_lm,
         }
-        row["majority (train)"], row["TF-IDF + LR (full train)"] = _baselines(k, y, K)
+        row["majority (train)"], row["TF-IDF + LR (full train)"] = _baselines(k, y, K, tsel)
         best = max(row["LM alone"], row["embedder alone"])
-        row["default minus best single expert"] = row["default (fused)"] - best
-        row["default / its calibrated"] = row["default (fused)"] / cal_f
+        row["default minus best single expert"] = acc(z, y) - best
+        row["default minus the LM alone"] = acc(z, y) - row["LM alone"]
+        row["default / its calibrated"] = acc(z, y) / cal_f
         share = np.bincount(z.argmax(1), minlength=K).max() / len(y)
         row["top answer share"], row["top share limit"] = float(share), float(max(2 * gold_top, 0.2))
         row["ECE (uncalibrated default)"] = float(expected_calibration_error(y, p))
@@ -280,6 +291,10 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=64, help="cost: texts per call")
     ap.add_argument("--repeats", type=int, default=3, help="cost: runs per setting (medians)")
     ap.add_argument("--threads", type=int, default=2, help="cost: torch threads")
+    ap.add_argument("--model-key", default="smollm2", help="test: whose cached scores (learning_curve cache --model-key)")
+    ap.add_argument("--model", default=None, help="test: that model (its content-free prior), e.g. gemma3-270m")
+    ap.add_argument("--test-sel", default="test1000", help="test: the test selection")
+    ap.add_argument("--validation-sel", default="validation500", help="test: the validation selection (calibrate)")
     args = ap.parse_args(argv)
     unknown = [d for d in args.dkeys.split(",") if d not in DKEYS]
     if unknown:

@@ -383,7 +383,8 @@ def test_search_refuses_bad_settings_with_the_value_given(tiny_llama):
                     ({"budget": 0}, r"^budget must be a positive number of tokens or None, got 0\.$"),
                     ({"budget": 2.5}, r"got 2\.5\.$"),
                     ({"per_round": 0}, r"^per_round must be >= 1, got 0\.$"),
-                    ({"bias": np.zeros(2)}, r"^bias must have one value per option \(3\), got shape \(2,\)\.$"),
+                    ({"bias": np.zeros(2)}, r"^bias must have one value per option \(3,\) or per text and option "
+                                             r"\(1, 3\), got shape \(2,\)\.$"),
                     ({"temperature": 0.0}, r"^temperature must be a positive finite number, got 0\.0\.$"),
                     ({"temperature": np.inf}, r"got inf\.$")):
         with pytest.raises(ValueError, match=msg):
