@@ -16,7 +16,7 @@ the head may move from zero-shot; ``l2`` is chosen by cross-validated NLL on the
 only (:func:`choose_l2`), and so is the combination of blocks and offsets
 (:func:`choose_features`, ``features="auto"``).
 
-The fit is L-BFGS in torch (``torch.optim.LBFGS``, float64, strong-Wolfe line search) on that
+The fit is L-BFGS (scipy's ``L-BFGS-B``, float64, the loss's analytic gradient in numpy) on that
 loss, not scikit-learn's ``LogisticRegression``: scikit-learn's takes no offset (a fixed
 per-sample, per-class margin added to the logits, ``init_score`` in the boosting libraries),
 and the offset is what makes zero examples equal zero-shot (nor is ``a * s``, one unpenalised
@@ -342,55 +342,52 @@ def _linear(Z, W):
 
 
 def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
-    """L-BFGS (torch, float64) on the penalised summed NLL; returns the parameters [scales (J), b (K), W (K*d)].
+    """L-BFGS (scipy, float64, analytic gradient) on the penalised summed NLL; the parameters [scales (J), b (K), W (K*d)].
 
     ``Z``: (dense, sparse) standardised features (:func:`_apply`); ``offsets``: list of (name, (n, K))
-    centred offsets; the ``scores`` scale starts at 1, the others at 0.
+    centred offsets; the ``scores`` scale starts at 1, the others at 0. ``callback`` gets
+    ``{"l2", "loss"}`` at every evaluation (it may raise to stop the fit).
     """
-    import torch
+    from scipy.optimize import minimize
 
     zd, zs = _parts(Z)
     nd = 0 if zd is None else zd.shape[1]
     d = _width((zd, zs))
     J = len(offsets)
-    Zt = None if zd is None else torch.as_tensor(zd, dtype=torch.float64)
-    St = None
-    if zs is not None:
-        coo = zs.tocoo()
-        St = torch.sparse_coo_tensor(torch.as_tensor(np.vstack([coo.row, coo.col]), dtype=torch.long),
-                                     torch.as_tensor(coo.data, dtype=torch.float64), coo.shape,
-                                     check_invariants=True).coalesce()
-    Ot = [torch.as_tensor(o, dtype=torch.float64) for _, o in offsets]
-    yt = torch.as_tensor(y, dtype=torch.long)
+    O = [o for _, o in offsets]
+    y = np.asarray(y, np.int64)
+    n = len(y)
     if theta0 is None:
         theta0 = np.zeros(J + K + K * d)
         for j, (name, _) in enumerate(offsets):
             theta0[j] = 1.0 if name == "scores" else 0.0
-    theta = torch.tensor(theta0, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, history_size=10, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-6, tolerance_change=1e-10)
 
-    def closure():
-        opt.zero_grad()
-        b = theta[J:J + K]
-        W = theta[J + K:].view(K, d)
-        logits = b.expand(len(yt), K)
-        if Zt is not None:
-            logits = logits + Zt @ W[:, :nd].T
-        if St is not None:
-            logits = logits + torch.sparse.mm(St, W[:, nd:].T)
-        for j, o in enumerate(Ot):
+    def fun(theta):
+        b, W = theta[J:J + K], theta[J + K:].reshape(K, d)
+        logits = np.broadcast_to(b, (n, K)) + _linear((zd, zs), W)
+        for j, o in enumerate(O):
             logits = logits + theta[j] * o
-        val = torch.nn.functional.cross_entropy(logits, yt, reduction="sum") \
-            + 0.5 * l2 * (b @ b + (W * W).sum())
-        val.backward()
+        m = logits.max(axis=1, keepdims=True)
+        lse = m[:, 0] + np.log(np.exp(logits - m).sum(axis=1))
+        val = float((lse - logits[np.arange(n), y]).sum() + 0.5 * l2 * (b @ b + (W * W).sum()))
+        G = np.exp(logits - lse[:, None])
+        G[np.arange(n), y] -= 1.0
+        grad = np.empty_like(theta)
+        grad[:J] = [float((G * o).sum()) for o in O]
+        grad[J:J + K] = G.sum(axis=0) + l2 * b
+        gW = l2 * W
+        if zd is not None:
+            gW[:, :nd] += G.T @ zd
+        if zs is not None:
+            gW[:, nd:] += np.asarray(zs.T @ G).T
+        grad[J + K:] = gW.ravel()
         if callback is not None:
-            callback({"l2": l2, "loss": float(val.detach())})
-        return val
+            callback({"l2": l2, "loss": val})
+        return val, grad
 
-    with torch.enable_grad():
-        opt.step(closure)
-    out = theta.detach().numpy().copy()
+    res = minimize(fun, np.asarray(theta0, np.float64), jac=True, method="L-BFGS-B",
+                   options={"maxiter": max_iter, "maxcor": 10, "gtol": 1e-6, "ftol": 1e-12})
+    out = np.asarray(res.x, np.float64).copy()
     out[:J] = np.maximum(out[:J], 0.0)  # inverse temperatures: never flip an offset's order
     return out
 
