@@ -12,6 +12,7 @@ models without a chat template get a plain completion prompt ending in
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -146,7 +147,9 @@ class PromptTemplate:
         return cls(completion=template, chat=False)
 
 
-_ADDED_RE: dict[int, object] = {}
+#: Per tokenizer (held weakly: a tokenizer freed and another made at its address never meets its entry), the
+#: number of added tokens it had and the regex of their texts.
+_ADDED_RE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def chat_split(tokenizer, system, user: str, slot: str, *, fix: str) -> tuple[str, str]:
@@ -201,12 +204,20 @@ def _added_token_regex(tokenizer):
     """A regex matching the text of any added (special or control) token of ``tokenizer``, or None."""
     import re
 
-    key = id(tokenizer)
-    if key not in _ADDED_RE:
-        contents = sorted({str(t.content) for t in getattr(tokenizer, "added_tokens_decoder", {}).values()
-                           if str(t.content)}, key=len, reverse=True)
-        _ADDED_RE[key] = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
-    return _ADDED_RE[key]
+    added = getattr(tokenizer, "added_tokens_decoder", {})
+    try:
+        hit = _ADDED_RE.get(tokenizer)
+    except TypeError:  # cannot be referenced weakly (or hashed): no cache
+        hit = None
+    if hit is not None and hit[0] == len(added):  # tokens added since: built again
+        return hit[1]
+    contents = sorted({str(t.content) for t in added.values() if str(t.content)}, key=len, reverse=True)
+    rx = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
+    try:
+        _ADDED_RE[tokenizer] = (len(added), rx)
+    except TypeError:
+        pass
+    return rx
 
 
 def encode_pieces(tokenizer, pieces, *, add_special_tokens=False) -> list[int]:

@@ -239,3 +239,29 @@ def test_fingerprint_changes_with_the_weights(tiny_llama):
         finally:
             w[5, 7] -= 1e-3
     assert _clf(tiny_llama, label_names="raw").fingerprint() != f1
+
+
+def test_a_tokenizer_never_gets_another_tokenizers_control_token_regex(monkeypatch):
+    """The regex that keeps user text from becoming control tokens is cached per tokenizer object (weakly), not by
+    id(): a tokenizer made where a freed one lived, or one that gained added tokens, gets its own."""
+    import gc
+    from types import SimpleNamespace
+
+    from judge import prompts
+
+    class Tok:
+        def __init__(self, *texts):
+            self.added_tokens_decoder = {i: SimpleNamespace(content=t) for i, t in enumerate(texts)}
+
+    monkeypatch.setattr(prompts, "id", lambda obj: 0, raising=False)  # every object at one address, as reuse would
+    first = Tok("<|first|>")
+    assert prompts._added_token_regex(first).search("a <|first|> b")
+    del first
+    gc.collect()
+    for _ in range(50):  # whatever address the next one gets
+        second = Tok("<|second|>")
+        rx = prompts._added_token_regex(second)
+        assert rx.search("<|second|>") and not rx.search("<|first|>")
+    second.added_tokens_decoder[7] = SimpleNamespace(content="<|new|>")
+    assert prompts._added_token_regex(second).search("<|new|>")
+    assert prompts._added_token_regex(Tok()) is None

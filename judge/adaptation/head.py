@@ -354,7 +354,7 @@ def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
     nd = 0 if zd is None else zd.shape[1]
     d = _width((zd, zs))
     J = len(offsets)
-    O = [o for _, o in offsets]
+    offs = [o for _, o in offsets]
     y = np.asarray(y, np.int64)
     n = len(y)
     if theta0 is None:
@@ -365,7 +365,7 @@ def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
     def fun(theta):
         b, W = theta[J:J + K], theta[J + K:].reshape(K, d)
         logits = np.broadcast_to(b, (n, K)) + _linear((zd, zs), W)
-        for j, o in enumerate(O):
+        for j, o in enumerate(offs):
             logits = logits + theta[j] * o
         m = logits.max(axis=1, keepdims=True)
         lse = m[:, 0] + np.log(np.exp(logits - m).sum(axis=1))
@@ -373,7 +373,7 @@ def _fit(Z, offsets, y, K, l2, theta0=None, callback=None, max_iter=200):
         G = np.exp(logits - lse[:, None])
         G[np.arange(n), y] -= 1.0
         grad = np.empty_like(theta)
-        grad[:J] = [float((G * o).sum()) for o in O]
+        grad[:J] = [float((G * o).sum()) for o in offs]
         grad[J:J + K] = G.sum(axis=0) + l2 * b
         gW = l2 * W
         if zd is not None:
