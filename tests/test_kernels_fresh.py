@@ -38,7 +38,7 @@ for r, s in enumerate(states):
     want[auto.allowed(int(s))] = True
     got = np.unpackbits(bm[r].view(np.uint8), bitorder="little").astype(bool)
     assert (got == want).all(), (int(s), np.flatnonzero(got), np.flatnonzero(want))
-assert type(K.build_trie).__name__ != "_Lazy"      # every kernel swapped at once
+assert type(K.build_trie_msd).__name__ != "_Lazy"      # every kernel swapped at once
 tab = auto._tab
 assert K.fill_rows(tab, states, bm) == -1
 for nodes, mask in ((states.astype(np.float64), bm), (states, bm.astype(np.int64)), (states, bm[:, 0].copy())):

@@ -67,53 +67,6 @@ def njit(f):
 _BITS32 = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
 
 
-def build_trie(data, offsets, order, lengths):
-    """Preorder byte trie of the strings ``order`` (sorted lexicographically).
-
-    Returns parent, byte_in, depth (per node), node_of (per string id, -1 for
-    strings not in ``order``) and the number of nodes.
-    """
-    total = 0
-    maxlen = 0
-    for k in range(order.shape[0]):
-        s = order[k]
-        total += lengths[s]
-        if lengths[s] > maxlen:
-            maxlen = lengths[s]
-    cap = total + 1
-    parent = np.full(cap, -1, np.int32)
-    byte_in = np.zeros(cap, np.uint8)
-    depth = np.zeros(cap, np.int32)
-    node_of = np.full(lengths.shape[0], -1, np.int32)
-    path = np.zeros(maxlen + 1, np.int32)
-    n_nodes = 1
-    prev = -1
-    for k in range(order.shape[0]):
-        s = order[k]
-        ls = lengths[s]
-        lcp = 0
-        if prev >= 0:
-            lp = lengths[prev]
-            m = min(ls, lp)
-            a = offsets[s]
-            b = offsets[prev]
-            while lcp < m and data[a + lcp] == data[b + lcp]:
-                lcp += 1
-        for d in range(lcp + 1, ls + 1):
-            n = n_nodes
-            n_nodes += 1
-            parent[n] = path[d - 1]
-            byte_in[n] = data[offsets[s] + d - 1]
-            depth[n] = d
-            path[d] = n
-        node_of[s] = path[ls]
-        prev = s
-    return parent[:n_nodes].copy(), byte_in[:n_nodes].copy(), depth[:n_nodes].copy(), node_of
-
-
-build_trie = njit(build_trie)
-
-
 def group_by(keys, n_groups):
     """Stable counting sort: (indptr of shape (n_groups + 1,), order of items)."""
     counts = np.zeros(n_groups + 1, np.int64)
@@ -375,8 +328,8 @@ def build_trie_msd(data, offsets):
     """Preorder byte trie of the strings ``data[offsets[i]:offsets[i+1]]``, no prior sort.
 
     A most-significant-byte radix partition that numbers nodes as it goes
-    (children in byte order, so the numbering equals :func:`build_trie` on
-    the sorted strings). Empty strings get ``node_of == -1``.
+    (children in byte order: the numbering of a preorder build over the sorted strings,
+    tests/test_trie.py's reference). Empty strings get ``node_of == -1``.
 
     Returns parent, byte_in, depth, node_of and ``dup``: -1, or the id of a
     string that ends at the same node as an earlier one (a duplicate).

@@ -175,10 +175,6 @@ def _texts(q) -> list[str]:
     return []
 
 
-def _n_options(q) -> int:
-    return len(q.names) if isinstance(q, Choice) else q.n_levels if isinstance(q, Score) else 2
-
-
 class Admission:
     """Parse, validate, limit and price requests (run it in threads apart from the scoring thread).
 
