@@ -135,7 +135,8 @@ def test_flags_that_cannot_apply_are_errors_naming_them(walk, tmp_path):
     with pytest.raises(SystemExit, match=r"^judge predict: --labels cannot apply with --classifier DIR: the saved "
                                          r"classifier holds its labels, prompt and method"):
         main(["predict", "--classifier", str(w["zs"]), "--labels", "a,b"])
-    with pytest.raises(SystemExit, match=r"^judge predict: --method cannot apply with --classifier DIR"):
+    with pytest.raises(SystemExit, match=r"^judge predict: --method cannot apply with --classifier DIR"), \
+            pytest.warns(DeprecationWarning, match="--calibration is the older name of --classifier"):
         main(["predict", "--calibration", str(w["zs"]), "--method", "exact"])           # the older name too
     with pytest.raises(SystemExit, match=r"--api-key-env cannot apply without --server URL"):
         main(["predict", "--labels", "a,b", "--api-key-env", "K"])

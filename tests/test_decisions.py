@@ -385,7 +385,9 @@ def test_a_lone_question_gets_the_template_as_its_root(tiny_llama, decider):
 def test_scorer_choice_and_errors(tiny_llama):
     model, tok = tiny_llama
     ref = Reference(model, tok)
-    assert Decider(scorer=ref).scorer_ is ref and Decider(engine=ref).scorer_ is ref  # engine= is the old name
+    assert Decider(scorer=ref).scorer_ is ref
+    with pytest.warns(DeprecationWarning, match=r"engine= will be removed in 0\.2\.0"):
+        assert Decider(engine=ref).scorer_ is ref  # engine= is the old name
     assert type(Decider(model, tok, engine="auto").scorer_).__name__ == "Engine"
     with pytest.raises(DecisionError, match=r"engine='reference'\) is no longer a mode.*judge.testing.Reference"):
         _ = Decider(model, tok, engine="reference").scorer_

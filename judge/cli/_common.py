@@ -9,6 +9,7 @@ What it deliberately does not do: read input (`judge.io` does) or define a comma
 
 from __future__ import annotations
 
+import argparse
 from contextlib import contextmanager
 
 __all__ = ["exit_on_input_error", "print_table", "METHODS", "add_classifier_args", "refuse_flags",
@@ -58,6 +59,18 @@ def print_table(rows: list[tuple[str, str]], title: str) -> None:
         print(f"{k:<{width}}  {v}")
 
 
+class _OlderName(argparse.Action):
+    """Store the value; warn when the option was spelled by its older name (``--calibration``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string == "--calibration":
+            import warnings
+
+            warnings.warn("--calibration is the older name of --classifier; it will be removed in 0.2.0.",
+                          DeprecationWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
+
+
 def add_classifier_args(p, *, labels_help: str, alias_calibration: bool = False) -> None:
     """Add ``--labels``, ``--classifier``, ``--model``, ``--method`` and ``--batch-size`` to a subcommand.
 
@@ -74,7 +87,7 @@ def add_classifier_args(p, *, labels_help: str, alias_calibration: bool = False)
     """
     p.add_argument("--labels", help=labels_help)
     names = ("--classifier", "--calibration") if alias_calibration else ("--classifier",)
-    p.add_argument(*names, dest="classifier", metavar="DIR",
+    p.add_argument(*names, dest="classifier", metavar="DIR", action=_OlderName,
                    help="folder of a saved classifier (written by judge calibrate, judge fit, judge evaluate or "
                         "Classifier.save): its labels, prompt, method, fitted head and calibration"
                         + ("; --calibration is the older name" if alias_calibration else ""))

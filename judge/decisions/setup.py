@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Mapping
 
 from judge.backends import make_scorer
@@ -62,8 +63,13 @@ def build_scorer(scorer, engine, model, tokenizer, backend: str, device):
         engine = None
     if given is not None and engine is not None:
         raise DecisionError("Decider got both scorer= and engine=; pass only scorer= (engine= is its old name).")
+    if engine is not None:
+        warnings.warn("Decider(engine=...) is the former name of scorer=...; engine= will be removed in 0.2.0.",
+                      DeprecationWarning, stacklevel=4)
     given = given if given is not None else engine
     if given is None and model is not None and isinstance(model, Scorer):
+        warnings.warn("A scorer passed as Decider's model is an older call; pass it as scorer=... (the model "
+                      "argument takes a scorer no more from 0.2.0).", DeprecationWarning, stacklevel=4)
         given = model  # an already built scorer passed as the model (older calls)
     if given is None:
         return make_scorer(backend, model, tokenizer, device=device)
