@@ -1114,3 +1114,18 @@ def test_smollm2_answers_opaque_ids_by_meaning(smollm2):
             q = Choice({x: opts[0], y: opts[1]}, "What should support do?")
             a = d.ask(state, {"q": q})["q"]
             assert q.options[a.choice] == right, (state, x, a.probabilities)
+
+
+@pytest.mark.parametrize("name, value", [("calibration", DecisionCalibration({"noul": 2.0})), ("model", "org/other"),
+                                         ("profile", "p.json"), ("bias", "running"), ("embedder", None)])
+def test_a_built_deciders_parameters_are_fixed(name, value):
+    """What a Decider sets up lazily (scorer, calibration, profile, priors) follows its parameters: changing one
+    afterwards would be silently ignored or half applied, so it is refused, and nothing changes."""
+    from judge.testing import tiny_pair
+
+    d = Decider(*tiny_pair())
+    before = getattr(d, name)
+    with pytest.raises(AttributeError, match=rf"Decider\.{name} is fixed once built .* new Decider\(\.\.\., {name}="):
+        setattr(d, name, value)
+    assert getattr(d, name) is before
+    d.last_usage_ = {"input_tokens": 1, "output_tokens": 0}  # what it measures is not a parameter

@@ -19,6 +19,7 @@ a sentence embedder's state-option similarity beside the LM (`judge.decisions.fu
 `Decider.plan_request` plans, lowers and prices a request (`judge.decisions.planning.RequestPlan`;
 the server's admission, off the scoring thread) and `Decider.answer` scores several plans in one
 call. `Decider.count_tokens` is a plan's price, `Decider.describe` how it answers (``/v1/models``).
+Its parameters are fixed once built (assigning one raises): what it sets up lazily always follows them.
 
 What it deliberately does not do: tokenize (the scorer does, through
 `judge.decisions.planning`), build prompts (`judge.decisions.prompts`), fit calibration
@@ -57,7 +58,7 @@ from judge.decisions.questions import (
     YesNo,
     check_questions,
 )
-from judge.decisions.setup import build_scorer, model_name_of, resolve_styles
+from judge.decisions.setup import FixedAfterInit, build_scorer, model_name_of, resolve_styles
 from judge.engine.protocol import Closing
 
 __all__ = ["Decider"]
@@ -65,7 +66,7 @@ __all__ = ["Decider"]
 #: The lock every Decider's lazy setup (Decider._once) runs under: setup is rare; a Decider stays picklable.
 _SETUP_LOCK = threading.RLock()
 
-class Decider(Closing):
+class Decider(FixedAfterInit, Closing):
     """Answer typed questions about a state with a causal LM.
 
     Parameters
@@ -133,6 +134,9 @@ class Decider(Closing):
     (True, True)
     """
 
+    FIXED = ("model", "tokenizer", "device", "backend", "chat", "style", "bias", "warm_up", "calibration", "scorer",
+             "engine", "guard", "profile", "embedder")
+
     def __init__(self, model=None, tokenizer=None, *, device=None, backend="transformers", chat: bool | None = None,
                  style=None, bias: str | None = "contextual", warm_up: int = 8, calibration=None, scorer=None, engine=None,
                  guard=None, profile=None, embedder="auto"):
@@ -151,6 +155,7 @@ class Decider(Closing):
         self.profile = profile
         self.embedder = embedder
         self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
+        object.__setattr__(self, "_built", True)  # the parameters are fixed from here (FixedAfterInit)
 
     def _once(self, name, build, fresh=lambda v: v is not None):
         """``self.<name>``, built by ``build()`` (unless ``fresh``) once, whichever thread (admission, batcher) comes first."""
@@ -229,8 +234,7 @@ class Decider(Closing):
                           f"calibrate-decisions`.", UserWarning, stacklevel=2)
         return c
 
-    def _warn_once(self) -> bool:
-        """Whether the calibration's warning was already given (and, from now on, that it was)."""
+    def _warn_once(self) -> bool:  # whether the calibration's warning was given already (and, from now on, it was)
         with _SETUP_LOCK:
             warned, self._warned = getattr(self, "_warned", False), True
         return warned
@@ -246,8 +250,7 @@ class Decider(Closing):
         """
         if self.profile is None or isinstance(self.profile, DecisionProfile):
             return self.profile
-        path = self.profile  # reloaded when the path changes
-        return self._once("_profile_of", lambda: (path, DecisionProfile.load(path)), lambda v: v and v[0] == path)[1]
+        return self._once("_profile_of", lambda: DecisionProfile.load(self.profile))
 
     @property
     def styles_(self) -> dict:
@@ -324,8 +327,7 @@ class Decider(Closing):
                                 f"default: content-free inputs), 'running' (a running batch prior) or None (off).")
         if self.bias is None:
             return None
-        return self._once("_priors", lambda: QuestionPriors(self.bias, warm_up=self.warm_up),
-                          lambda p: p is not None and p.method == self.bias)
+        return self._once("_priors", lambda: QuestionPriors(self.bias, warm_up=self.warm_up))
 
     # -- work
     def plan(self, state: Any, question: Question) -> Plan:
@@ -355,8 +357,7 @@ class Decider(Closing):
 
         Returns
         -------
-        judge.decisions.planning.RequestPlan
-            Raises DecisionError (a bad state, question or guard) or LabelError (an unspellable option).
+        judge.decisions.planning.RequestPlan (DecisionError or LabelError for a bad request)
 
         Examples
         --------

@@ -19,7 +19,7 @@ from judge.backends import make_scorer
 from judge.decisions.prompts import DEFAULT_STYLES, PromptStyle
 from judge.decisions.questions import DecisionError
 
-__all__ = ["build_scorer", "model_name_of", "resolve_styles"]
+__all__ = ["FixedAfterInit", "build_scorer", "model_name_of", "resolve_styles"]
 
 
 def build_scorer(scorer, engine, model, tokenizer, backend: str, device):
@@ -161,3 +161,29 @@ def resolve_styles(style, chat: bool | None, has_template: bool) -> dict:
             want = False
         out[t] = dataclasses.replace(s, chat=want)
     return out
+
+
+class FixedAfterInit:
+    """Parameters fixed once an object is built: assigning one of ``FIXED`` after ``__init__`` raises.
+
+    What the object sets up lazily from them (a scorer, a loaded profile, priors) then always follows
+    them; to change one, build a new object. ``__init__`` ends with ``object.__setattr__(self, "_built", True)``.
+
+    Examples
+    --------
+    >>> from judge.decisions import Decider
+    >>> d = Decider(bias=None)
+    >>> d.bias = "running"
+    Traceback (most recent call last):
+    ...
+    AttributeError: Decider.bias is fixed once built (what it sets up follows it); build a new Decider(..., bias=...).
+    """
+
+    FIXED: tuple = ()
+
+    def __setattr__(self, name, value):
+        if name in self.FIXED and self.__dict__.get("_built"):
+            cls = type(self).__name__
+            raise AttributeError(f"{cls}.{name} is fixed once built (what it sets up follows it); build a new "
+                                 f"{cls}(..., {name}=...).")
+        object.__setattr__(self, name, value)
