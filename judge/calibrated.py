@@ -1,9 +1,11 @@
 """The calibrated half of `judge.Classifier` (outside the calibration package, which stays arrays in, arrays out): the label-free prior, ``calibrate``, the fitted values, conformal sets.
 
-A mixin, as scikit-learn's ``ClassifierMixin``: it needs from its class only
-public members (``labels``, ``prior``, ``shortlist``, ``batch_invariant``, ``compiled_``,
-``decision_function``, the ``calibration_`` and ``adaptation_`` slots) and its raw scorer
-``_scores``, and keeps everything it fits in one frozen
+A mixin, as scikit-learn's ``ClassifierMixin``: it reads only public members of its class
+(``labels``, ``prior``, ``shortlist``, ``compiled_``, ``fusion_``, ``decision_function``,
+``content_free_scores``, ``zero_shot_prior``, the ``calibration_`` and ``adaptation_`` slots). What the
+class's own calls need from this half are plain functions of the classifier's public state
+(:func:`call_calibration`, :func:`offset_scores`, :func:`warn_if_collapsed`, :func:`note_threshold`),
+not private methods either side reaches across. It keeps everything it fits in one frozen
 :class:`judge.calibration.state.Calibration`, swapped in one assignment (readers see the old
 or the new calibration, never a mix).
 
@@ -33,10 +35,10 @@ from judge._errors import NotCalibratedError
 from judge._math import softmax
 from judge.calibration.bias import AUTO_PRIOR_STRENGTH, CONTENT_FREE, batch_bias, contextual_bias
 from judge.calibration.state import Calibration, check_calibrate_args, fit_resolved, resolve_bias
+from judge.fusion import is_fused
 from judge.labels import label_indices
 
-__all__ = ["CalibratedMixin", "check_content_free", "AUTO_PRIOR_STRENGTH",
-           "COLLAPSE_SHARE", "COLLAPSE_MIN_TEXTS"]
+__all__ = ["CalibratedMixin", "check_content_free", "AUTO_PRIOR_STRENGTH", "COLLAPSE_SHARE", "COLLAPSE_MIN_TEXTS"]
 
 #: A call whose answers give one label to more than this share of at least ``COLLAPSE_MIN_TEXTS``
 #: texts warns that the answers have collapsed (and says what to do).
@@ -55,30 +57,6 @@ class CalibratedMixin:
     """
 
     # ------------------------------------------------------------------ the label-free prior
-    def content_free_scores(self, inputs=CONTENT_FREE) -> np.ndarray:
-        """Raw label log-probabilities for content-free inputs (the ``contextual`` prior's evidence).
-
-        Unlike :meth:`decision_function`, empty and placeholder strings are accepted: they are
-        the point (the model's label prior when the text says nothing).
-
-        Parameters
-        ----------
-        inputs : sequence of str, length m
-
-        Returns
-        -------
-        ndarray of float64, shape (m, K)
-
-        Examples
-        --------
-        >>> from judge import Classifier
-        >>> from judge.testing import tiny_pair
-        >>> model, tok = tiny_pair()
-        >>> Classifier(["yes", "no"], model, tokenizer=tok).content_free_scores().shape
-        (3, 2)
-        """
-        return self._scores(check_content_free(inputs, "content_free_scores"))
-
     def prior_for(self, n_texts: int) -> str | None:
         """Which label-free prior a call of ``n_texts`` texts gets now: ``"contextual"``, ``"batch"`` or None.
 
@@ -105,42 +83,15 @@ class CalibratedMixin:
         >>> Classifier(["yes", "no"], model, tokenizer=tok, method="search").prior_for(3)
         'contextual'
         """
-        if self.calibration_ is not None or getattr(self, "adaptation_", None) is not None or len(self.labels) < 2 \
-                or getattr(self, "_fused", False):  # fusion divides the LM's prior out itself
+        if self.calibration_ is not None or self.adaptation_ is not None or len(self.labels) < 2 \
+                or is_fused(self.fusion_):  # fusion divides the LM's prior out itself
             return None
         p = "contextual" if self.prior == "auto" else self.prior
-        if p in (None, "none") or not self._prior_applies():
+        if p in (None, "none") or not prior_applies(self):
             return None
         if p == "batch" and (n_texts < 2 or self.batch_invariant):
             p = "contextual"  # one text's answer must not depend on the others in its call
         return p
-
-    def _prior_applies(self) -> bool:
-        """Whether the path scores every label (exact, first token, search), so a label-free prior can apply.
-
-        Raises ValueError where ``prior`` asks for one explicitly on a path that cannot apply it."""
-        partial = "a shortlist" if self.shortlist is not None else \
-            "the decode path" if self.compiled_.method == "decode" else None
-        if partial is None:
-            return True
-        if self.prior not in ("auto", None, "none"):
-            raise ValueError(
-                f"prior={self.prior!r} cannot be applied on {partial}: it scores only some of the "
-                f"{len(self.labels)} labels per text, and the prior is a correction over all of them. Use "
-                f"prior='auto' (no prior on this path) or None, or method='search' without a shortlist "
-                f"(the certified argmax with the prior applied).")
-        return False
-
-    def _calibration_for(self, kind, scores=None):
-        """What maps a call's raw scores to probabilities: ``calibration_``, a prior-only Calibration, or None."""
-        if self.calibration_ is not None or kind is None:
-            return self.calibration_
-        if kind == "batch":
-            return None if scores is None or not len(scores) else Calibration.prior_only(
-                tuple(self.labels), batch_bias(scores), "prior: batch")
-        strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
-        return Calibration.prior_only(tuple(self.labels), strength * self.zero_shot_prior(),
-                                      f"prior: contextual x {strength:g}")
 
     def zero_shot_prior(self) -> np.ndarray:
         """The model's label prior on content-free inputs: (K,) log-distribution, scored once per label set.
@@ -164,19 +115,6 @@ class CalibratedMixin:
         return self.compiled_.derived("label_prior", lambda: contextual_bias(
             zero_shot_scores(self, list(CONTENT_FREE), full=True)))
 
-    def _offset_scores(self, texts) -> np.ndarray:
-        """The zero-shot log-scores a fitted head starts from: the LM's after the contextual prior, as one text gets them.
-
-        The language model's also beside an embedder: the head reads the embedder itself (its
-        ``similarity`` offset and ``embed`` block), as on the validation splits its defaults were chosen on."""
-        from judge.compiled import zero_shot_scores
-
-        s = zero_shot_scores(self, texts)
-        if self.prior in (None, "none") or len(self.labels) < 2 or not self._prior_applies():
-            return s
-        strength = AUTO_PRIOR_STRENGTH if self.prior == "auto" else 1.0
-        return Calibration.prior_only(tuple(self.labels), strength * self.zero_shot_prior()).transform_log(s)
-
     def scores_to_proba(self, scores) -> np.ndarray:
         """The probabilities :meth:`predict_proba` gives for raw scores of one call: (n, K) -> (n, K).
 
@@ -197,26 +135,8 @@ class CalibratedMixin:
         s = np.asarray(scores, np.float64)
         if s.ndim != 2 or s.shape[1] != len(self.labels):
             raise ValueError(f"scores must have shape (n, {len(self.labels)}) (decision_function's), got {s.shape}.")
-        cal = self._calibration_for(self.prior_for(len(s)), s)
+        cal = call_calibration(self, self.prior_for(len(s)), s)
         return cal.transform(s) if cal is not None else softmax(s)
-
-    def _warn_if_collapsed(self, top) -> None:
-        """Warn when one label answers more than COLLAPSE_SHARE of a call of >= COLLAPSE_MIN_TEXTS texts."""
-        top = np.asarray(top)
-        if len(top) < COLLAPSE_MIN_TEXTS or len(self.labels) < 2:
-            return
-        counts = np.bincount(top, minlength=len(self.labels))
-        k = int(counts.argmax())
-        if counts[k] > COLLAPSE_SHARE * len(top):
-            state = ("calibrated" if self.calibration_ is not None else
-                     f"fitted ({self.adaptation_.kind})" if getattr(self, "adaptation_", None) is not None else
-                     f"prior {self.prior_for(len(top))!r}")
-            warnings.warn(
-                f"{counts[k]} of the {len(top)} texts were answered {self.labels[k]!r} ({state}): the answers have "
-                f"collapsed onto one label. If that is not what the texts say: calibrate(texts, y) on a few "
-                f"labelled texts per label, fit(texts, y), describe the labels (Classifier({{label: description}})),"
-                f" or check the label names. (If one label really is that frequent, ignore this warning.)",
-                UserWarning, stacklevel=3)
 
     def calibrate(self, texts, y, *, bias="auto", temperature=True, target_accuracy=None,
                   coverage=None, confidence=0.95, content_free=CONTENT_FREE, scores=None,
@@ -365,20 +285,10 @@ class CalibratedMixin:
                 "This Classifier has no abstention threshold: call calibrate(texts, y, target_accuracy=...) "
                 "or calibrate(texts, y, coverage=...) before predict_records(abstain=True).")
         if abstain:
-            self._note_threshold()
+            note_threshold(self.calibration_)
         proba = self.predict_proba(texts)
         return prediction_records(self.labels, proba, threshold=cal.threshold if abstain else None,
                                   report=cal.report if abstain else None, top_k=top_k)
-
-    def _note_threshold(self) -> None:
-        """Warn when the calibrated threshold abstains on every text (it certified nothing), saying why."""
-        cal = self.calibration_
-        if cal is not None and cal.threshold is not None and cal.threshold > 1.0:
-            from judge.calibration.review import threshold_words
-
-            warnings.warn(f"Every text is abstained on: {threshold_words(cal.report)} (see calibration_report_"
-                          f"['warnings']). Calibrate on more texts, lower target_accuracy, or use coverage=...",
-                          UserWarning, stacklevel=3)
 
     @property
     def is_calibrated(self) -> bool:
@@ -431,6 +341,90 @@ class CalibratedMixin:
         cp = ConformalPredictor(method=method, alpha=alpha, non_empty=True).fit(cal.y, cal.proba)
         member = cp.predict_set(cal.transform(self.decision_function(texts)))
         return [[self.labels[k] for k in np.flatnonzero(row)] for row in member]
+
+
+def prior_applies(clf) -> bool:
+    """Whether ``clf``'s path scores every label (exact, first token, search), so a label-free prior can apply.
+
+    Raises ValueError where ``prior`` asks for one explicitly on a path that cannot apply it."""
+    partial = "a shortlist" if clf.shortlist is not None else \
+        "the decode path" if clf.compiled_.method == "decode" else None
+    if partial is None:
+        return True
+    if clf.prior not in ("auto", None, "none"):
+        raise ValueError(
+            f"prior={clf.prior!r} cannot be applied on {partial}: it scores only some of the "
+            f"{len(clf.labels)} labels per text, and the prior is a correction over all of them. Use "
+            f"prior='auto' (no prior on this path) or None, or method='search' without a shortlist "
+            f"(the certified argmax with the prior applied).")
+    return False
+
+
+def call_calibration(clf, kind, scores=None):
+    """What maps a call's raw scores to probabilities: ``clf.calibration_``, a prior-only Calibration, or None.
+
+    ``kind``: :meth:`CalibratedMixin.prior_for`'s answer for the call; ``scores``: the call's raw scores
+    (the ``batch`` prior reads them).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> call_calibration(Classifier(["yes", "no"], model, tokenizer=tok), "contextual").bias.shape
+    (2,)
+    """
+    if clf.calibration_ is not None or kind is None:
+        return clf.calibration_
+    if kind == "batch":
+        return None if scores is None or not len(scores) else Calibration.prior_only(
+            tuple(clf.labels), batch_bias(scores), "prior: batch")
+    strength = AUTO_PRIOR_STRENGTH if clf.prior == "auto" else 1.0
+    return Calibration.prior_only(tuple(clf.labels), strength * clf.zero_shot_prior(),
+                                  f"prior: contextual x {strength:g}")
+
+
+def offset_scores(clf, texts) -> np.ndarray:
+    """The zero-shot log-scores a fitted head starts from: the LM's after the contextual prior, as one text gets them.
+
+    The language model's also beside an embedder: the head reads the embedder itself (its
+    ``similarity`` offset and ``embed`` block), as on the validation splits its defaults were chosen on."""
+    from judge.compiled import zero_shot_scores
+
+    s = zero_shot_scores(clf, texts)
+    if clf.prior in (None, "none") or len(clf.labels) < 2 or not prior_applies(clf):
+        return s
+    strength = AUTO_PRIOR_STRENGTH if clf.prior == "auto" else 1.0
+    return Calibration.prior_only(tuple(clf.labels), strength * clf.zero_shot_prior()).transform_log(s)
+
+
+def warn_if_collapsed(clf, top) -> None:
+    """Warn when one label answers more than COLLAPSE_SHARE of a call of >= COLLAPSE_MIN_TEXTS texts."""
+    top = np.asarray(top)
+    if len(top) < COLLAPSE_MIN_TEXTS or len(clf.labels) < 2:
+        return
+    counts = np.bincount(top, minlength=len(clf.labels))
+    k = int(counts.argmax())
+    if counts[k] > COLLAPSE_SHARE * len(top):
+        state = ("calibrated" if clf.calibration_ is not None else
+                 f"fitted ({clf.adaptation_.kind})" if clf.adaptation_ is not None else
+                 f"prior {clf.prior_for(len(top))!r}")
+        warnings.warn(
+            f"{counts[k]} of the {len(top)} texts were answered {clf.labels[k]!r} ({state}): the answers have "
+            f"collapsed onto one label. If that is not what the texts say: calibrate(texts, y) on a few "
+            f"labelled texts per label, fit(texts, y), describe the labels (Classifier({{label: description}})),"
+            f" or check the label names. (If one label really is that frequent, ignore this warning.)",
+            UserWarning, stacklevel=3)
+
+
+def note_threshold(cal) -> None:
+    """Warn when the calibrated threshold abstains on every text (it certified nothing), saying why."""
+    if cal is not None and cal.threshold is not None and cal.threshold > 1.0:
+        from judge.calibration.review import threshold_words
+
+        warnings.warn(f"Every text is abstained on: {threshold_words(cal.report)} (see calibration_report_"
+                      f"['warnings']). Calibrate on more texts, lower target_accuracy, or use coverage=...",
+                      UserWarning, stacklevel=3)
 
 
 def _review(cal, refit, scores, y) -> None:

@@ -30,12 +30,21 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from judge._checks import check_texts
 from judge._errors import NotCalibratedError
 from judge._math import softmax
-from judge.calibrated import CalibratedMixin
+from judge.calibrated import (
+    CalibratedMixin,
+    call_calibration,
+    check_content_free,
+    note_threshold,
+    offset_scores,
+    warn_if_collapsed,
+)
+from judge.calibration.bias import CONTENT_FREE
 from judge.engine.protocol import Closing
+from judge.fusion import is_fused
 from judge.inspection import InspectionMixin
 from judge.labels import as_label_list, label_descriptions, label_names_for
 from judge.parameters import METHODS, PARAM_NAMES, Parameters, names_with
-from judge.transductive import TransductiveMixin
+from judge.transductive import TransductiveMixin, transductive_for, transductive_scores
 
 __all__ = ["Classifier", "METHODS"]
 
@@ -177,7 +186,8 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         object.__setattr__(self, "adaptation_", None)  # set by fit(): a head, adapters or demonstrations
         object.__setattr__(self, "transduction_", None)  # set by adapt(): what unlabelled texts taught
         object.__setattr__(self, "search_report_", None)
-        self._init_params(given)  # checked, then stored (judge.parameters)
+        object.__setattr__(self, "_lock", threading.RLock())  # compile, fit and set_params, one at a time
+        Parameters.__init__(self, given)  # checked, then stored (judge.parameters)
         self._reset_fusion(warn=True)
         from judge.labels import AUTO_DESCRIBE
 
@@ -211,11 +221,15 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         if change.fusion:
             self._reset_fusion(warn=False)
 
+    def _guard(self):  # set_params holds the lock compile and fit hold
+        return self._lock
+
     def __getstate__(self):  # picklable (joblib's workers): the lock, the model and its caches are not sent
-        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_compiled", "engine_")}
+        return {k: v for k, v in super().__getstate__().items() if k not in ("_lock", "_compiled", "engine_")}
 
     def __setstate__(self, state):
-        self.__dict__.update(state, _lock=threading.RLock(), _compiled=None)
+        super().__setstate__(state)
+        self.__dict__.update(_lock=threading.RLock(), _compiled=None)
 
     def _reset_fusion(self, warn):
         from judge.fusion import initial_fusion
@@ -234,8 +248,7 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
 
     @property
     def _fused(self) -> bool:  # the embedder's similarity enters the answers (a fusion of weight > 0)
-        f = self.fusion_
-        return f is not None and f.weight > 0
+        return is_fused(self.fusion_)
 
     # ------------------------------------------------------------------ setup
     @property
@@ -333,13 +346,40 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         """
         return self._scores(check_texts(texts))
 
+    def content_free_scores(self, inputs=CONTENT_FREE) -> np.ndarray:
+        """Raw label log-probabilities for content-free inputs (the ``contextual`` prior's evidence).
+
+        Unlike :meth:`decision_function`, empty and placeholder strings are accepted: they are
+        the point (the model's label prior when the text says nothing).
+
+        Parameters
+        ----------
+        inputs : sequence of str, length m
+
+        Returns
+        -------
+        ndarray of float64, shape (m, K)
+
+        Examples
+        --------
+        >>> from judge import Classifier
+        >>> from judge.testing import tiny_pair
+        >>> model, tok = tiny_pair()
+        >>> Classifier(["yes", "no"], model, tokenizer=tok).content_free_scores().shape
+        (3, 2)
+        """
+        return self._scores(check_content_free(inputs, "content_free_scores"))
+
     def _scores(self, texts, transductive=False) -> np.ndarray:
         if transductive:  # label vectors moved toward this call's texts (judge.transductive)
-            return self._transductive_scores(texts)
+            return transductive_scores(self, texts)
         ad = self.adaptation_  # fitted by fit(): its scores replace the zero-shot ones
         if ad is not None:  # a head starts from the prior-corrected zero-shot scores; demonstrations are raw scores
-            return ad.decision_function(self, texts, self._offset_scores if ad.kind == "head" else self._zero_shot_scores)
+            return ad.decision_function(self, texts, self._offset if ad.kind == "head" else self._zero_shot_scores)
         return self._zero_shot_scores(texts)
+
+    def _offset(self, texts) -> np.ndarray:  # where a fitted head starts (judge.calibrated.offset_scores)
+        return offset_scores(self, texts)
 
     def _zero_shot_scores(self, texts) -> np.ndarray:
         from judge.fusion import experts  # with an embedder: the LM beside it (judge.fusion)
@@ -400,9 +440,9 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance < 1.0):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}.")
         texts = check_texts(texts)
-        transductive = self._transductive_for(len(texts), transductive)
+        transductive = transductive_for(self, len(texts), transductive)
         kind = self.prior_for(len(texts))
-        cal = self._calibration_for(kind)
+        cal = call_calibration(self, kind)
         if tolerance is None:
             tolerance = self.search_tolerance if self._setup().method == "search" else 0.0
         if tolerance > 0 and texts and kind != "batch" and not transductive:
@@ -412,9 +452,9 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
                 return cal.transform(s) if cal is not None else softmax(s)
         scores = self._scores(texts, transductive)
         if kind == "batch":
-            cal = self._calibration_for(kind, scores)
+            cal = call_calibration(self, kind, scores)
         proba = cal.transform(scores) if cal is not None else softmax(scores)
-        self._warn_if_collapsed(proba.argmax(1) if len(proba) else [])
+        warn_if_collapsed(self, proba.argmax(1) if len(proba) else [])
         return proba
 
     def predict(self, texts, *, abstain: bool = False, transductive="auto") -> np.ndarray:
@@ -447,9 +487,9 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
                 "This Classifier has no abstention threshold: call calibrate(texts, y, target_accuracy=...) "
                 "or calibrate(texts, y, coverage=...) before predict(abstain=True).")
         texts = check_texts(texts)
-        transductive = self._transductive_for(len(texts), transductive)
+        transductive = transductive_for(self, len(texts), transductive)
         kind = self.prior_for(len(texts))
-        cal = self._calibration_for(kind)
+        cal = call_calibration(self, kind)
         go = not (abstain or transductive or not texts or kind == "batch") and self.compiled_.search_pays()
         found = self._search(texts, cal, "argmax", 0.0) if go else None
         if found is not None:  # the exact argmax, proven by the prefix bound, without full scoring
@@ -458,13 +498,13 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         else:
             scores = self._scores(texts, transductive)
             if kind == "batch":
-                cal = self._calibration_for(kind, scores)
+                cal = call_calibration(self, kind, scores)
             proba = cal.transform(scores) if cal is not None else softmax(scores)
             top = np.argmax(proba, axis=1) if len(proba) else np.zeros(0, np.int64)
-        self._warn_if_collapsed(top)
+        warn_if_collapsed(self, top)
         out = self.classes_[top] if len(top) else np.empty(0, dtype=object)
         if abstain:  # why each None: predict_records
-            self._note_threshold()
+            note_threshold(cal)
             out[proba.max(axis=1) < cal.threshold] = None
         return out
 
@@ -510,7 +550,7 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         from judge.adaptation import fit_adaptation
 
         # from zero-shot, whatever was fitted before
-        fitted = fit_adaptation(self, texts, y, method=method, base_scores=self._offset_scores,
+        fitted = fit_adaptation(self, texts, y, method=method, base_scores=self._offset,
                                 random_state=random_state, callback=callback, **options)
         with self._lock:
             if self.calibration_ is not None:

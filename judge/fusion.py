@@ -26,7 +26,7 @@ import numpy as np
 
 __all__ = ["Fusion", "DEFAULT_FUSION", "FUSION_WEIGHTS", "label_texts", "label_similarity", "fit_fusion", "experts",
            "initial_fusion", "embedder_in_use", "expert_inputs", "lm_offset", "embedder_vectors", "SearchCorrection",
-           "search_correction"]
+           "search_correction", "is_fused"]
 
 #: The weights :func:`fit_fusion` chooses from.
 FUSION_WEIGHTS = tuple(round(w, 2) for w in np.linspace(0.0, 1.0, 11))
@@ -166,6 +166,17 @@ def initial_fusion(embedder, model, n_labels, *, method="auto", shortlist=None, 
     from judge.models import PACKAGED_MODEL, packaged_name
 
     return DEFAULT_FUSION if packaged_name(model) == PACKAGED_MODEL else Fusion(0.0, DEFAULT_FUSION.temperature)
+
+
+def is_fused(fusion) -> bool:
+    """Whether a classifier's ``fusion_`` puts the embedder's similarity into its answers (a weight above 0).
+
+    Examples
+    --------
+    >>> is_fused(DEFAULT_FUSION), is_fused(None), is_fused(Fusion(0.0, 0.05))
+    (True, False, False)
+    """
+    return fusion is not None and fusion.weight > 0
 
 
 def embedder_in_use(embedder, fusion):

@@ -342,12 +342,14 @@ def plan_change(given: dict, changes: dict) -> Change:
 class Parameters:
     """The table's parameters on an object: checked when set, scikit-learn's ``get_params`` / ``set_params``.
 
-    A subclass (`judge.Classifier`) calls :meth:`_init_params` with every parameter once in its
-    constructor, and defines ``_store(name, value)`` (keep one value as an attribute) and
-    ``_changed(change)`` (what a :class:`Change` does to what it compiled or fitted). Values are
-    kept as given (``get_params`` returns the very objects, as ``sklearn.base.clone`` requires);
-    a plain assignment of a parameter is a ``set_params`` of it. ``_lock`` (an ``RLock``) guards
-    every change; the subclass may take it for its own state too.
+    A subclass (`judge.Classifier`) calls ``Parameters.__init__(self, given, lock)`` with every
+    parameter once in its constructor, and overrides the two hooks ``_store(name, value)`` (keep
+    one value as an attribute; the default sets it) and ``_changed(change)`` (what a
+    :class:`Change` does to what it compiled or fitted; the default does nothing), and may override
+    ``_guard()``, the re-entrant lock held over every change (the default: this object's own; the
+    Classifier returns the lock that guards its compiled and fitted state, so a change and a
+    compile never interleave). Values are kept as given (``get_params`` returns the very objects,
+    as ``sklearn.base.clone`` requires); a plain assignment of a parameter is a ``set_params`` of it.
 
     Examples
     --------
@@ -356,11 +358,11 @@ class Parameters:
     True
     """
 
-    def _init_params(self, given: dict) -> None:
+    def __init__(self, given: dict) -> None:
         missing = [n for n in PARAM_NAMES if n not in given]
         if missing:  # pragma: no cover - a subclass that forgot a parameter of the table
-            raise TypeError(f"{type(self).__name__} did not pass the parameters {missing} to _init_params.")
-        object.__setattr__(self, "_lock", threading.RLock())
+            raise TypeError(f"{type(self).__name__} did not pass the parameters {missing} to Parameters.__init__.")
+        object.__setattr__(self, "_params_lock", threading.RLock())
         object.__setattr__(self, "_given", {})
         change = plan_change({}, given)
         check_together(given)
@@ -406,8 +408,26 @@ class Parameters:
         self._apply(params)
         return self
 
+    def _store(self, name, value) -> None:
+        """Hook: keep one parameter's value (a subclass may convert it, e.g. ``labels``' mapping)."""
+        object.__setattr__(self, name, value)
+
+    def _changed(self, change) -> None:
+        """Hook: after a :class:`Change` was applied (a subclass drops what it compiled or fitted)."""
+
+    def _guard(self):
+        """Hook: the re-entrant lock every change holds (the default: this object's own)."""
+        return self._params_lock
+
+    def __getstate__(self):  # a lock cannot be pickled: a new one on the other side
+        return {k: v for k, v in super().__getstate__().items() if k != "_params_lock"}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        object.__setattr__(self, "_params_lock", threading.RLock())
+
     def _apply(self, changes: dict) -> None:
-        with self._lock:
+        with self._guard():
             change = plan_change(self._given, changes)
             if not change.values:
                 return

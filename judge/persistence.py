@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from judge.calibration.state import Calibration
+from judge.fusion import is_fused
 from judge.parameters import PARAMS
 from judge.prompts import PromptTemplate
 
@@ -396,7 +397,7 @@ def fingerprint(clf) -> str:
         for k, v in sorted(ad.arrays().items()):
             h.update(k.encode() + np.ascontiguousarray(v).tobytes())
         spec["adaptation"] = h.hexdigest()
-    if getattr(clf, "_fused", False):  # the embedder's side changes every score too (LM-alone keys unchanged)
+    if is_fused(clf.fusion_):  # the embedder's side changes every score too (LM-alone keys unchanged)
         f, tr = clf.fusion_, getattr(clf, "transduction_", None)
         try:
             ref = _embedder_reference(clf.embedder_)

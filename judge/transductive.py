@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from judge._math import unit_rows as _unit
+from judge.fusion import is_fused
 
 __all__ = ["Transduction", "refine_label_vectors", "TransductiveMixin", "DEFAULT_ROUNDS", "DEFAULT_STEP",
            "AUTO_MIN_TEXTS"]
@@ -114,7 +115,7 @@ class Transduction:
 
 
 def _check_fused(clf, what):
-    if getattr(clf, "adaptation_", None) is not None:
+    if clf.adaptation_ is not None:
         raise ValueError(f"{what} works on the zero-shot answer, and this classifier was fit() on labelled texts "
                          f"(its head answers instead); use it before fit(), or on a classifier without fit().")
     f = clf.fusion_
@@ -165,32 +166,44 @@ class TransductiveMixin:
         if not texts:
             raise ValueError("adapt() needs at least one text; got an empty list.")
         _check_fused(self, "adapt()")
-        L = self._refined(texts, rounds, step)[2]
+        L = _refined(self, texts, rounds, step)[2]
         object.__setattr__(self, "transduction_", Transduction(L, rounds, float(step), len(texts)))
         return self
 
-    def _refined(self, texts, rounds=DEFAULT_ROUNDS, step=DEFAULT_STEP):
-        """(lm, X, moved label vectors) for ``texts``, from the labels' own vectors."""
-        from judge.fusion import expert_inputs
 
-        lm, X, L = expert_inputs(self, texts, adapted=False)
-        return lm, X, refine_label_vectors(lm, X, L, self.fusion_, rounds=rounds, step=step)
+def _refined(clf, texts, rounds=DEFAULT_ROUNDS, step=DEFAULT_STEP):
+    """(lm, X, moved label vectors) for ``texts``, from the labels' own vectors."""
+    from judge.fusion import expert_inputs
 
-    def _transductive_for(self, n_texts, transductive) -> bool:
-        """Whether a call of ``n_texts`` moves the label vectors: ``transductive`` resolved (``"auto"``: zero-shot,
-        fused, not ``batch_invariant``, not adapted, and at least :data:`AUTO_MIN_TEXTS` texts)."""
-        if transductive == "auto":
-            return (n_texts >= AUTO_MIN_TEXTS and self._fused and not self.batch_invariant and
-                    self.calibration_ is None and getattr(self, "adaptation_", None) is None and
-                    getattr(self, "transduction_", None) is None)
-        if not isinstance(transductive, bool):
-            raise ValueError(f"transductive must be True, False or 'auto', got {transductive!r}.")
-        return transductive
+    lm, X, L = expert_inputs(clf, texts, adapted=False)
+    return lm, X, refine_label_vectors(lm, X, L, clf.fusion_, rounds=rounds, step=step)
 
-    def _transductive_scores(self, texts) -> np.ndarray:
-        """The fused zero-shot scores with label vectors moved toward this call's ``texts``: (n, K)."""
-        _check_fused(self, "transductive=True")
-        if not texts:
-            return np.zeros((0, len(self.labels)))
-        lm, X, L = self._refined(texts)
-        return self.fusion_.combine(lm, X @ L.T)
+
+def transductive_for(clf, n_texts, transductive) -> bool:
+    """Whether a call of ``n_texts`` to ``clf`` moves the label vectors: ``transductive`` resolved (``"auto"``:
+    zero-shot, fused, not ``batch_invariant``, not adapted, and at least :data:`AUTO_MIN_TEXTS` texts).
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> clf = Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm")
+    >>> transductive_for(clf, 1, "auto"), transductive_for(clf, 1, True)
+    (False, True)
+    """
+    if transductive == "auto":
+        return (n_texts >= AUTO_MIN_TEXTS and is_fused(clf.fusion_) and not clf.batch_invariant and
+                clf.calibration_ is None and clf.adaptation_ is None and clf.transduction_ is None)
+    if not isinstance(transductive, bool):
+        raise ValueError(f"transductive must be True, False or 'auto', got {transductive!r}.")
+    return transductive
+
+
+def transductive_scores(clf, texts) -> np.ndarray:
+    """``clf``'s fused zero-shot scores with label vectors moved toward this call's ``texts``: (n, K)."""
+    _check_fused(clf, "transductive=True")
+    if not texts:
+        return np.zeros((0, len(clf.labels)))
+    lm, X, L = _refined(clf, texts)
+    return clf.fusion_.combine(lm, X @ L.T)

@@ -3,7 +3,9 @@
 Walks every module of ``judge`` with ``ast`` (nothing is imported):
 
 * a private name (one leading underscore) is used only inside the module that defines it:
-  no ``from judge.x import _y``, no ``obj._attr`` unless this module defines ``_attr``, and a
+  no ``from judge.x import _y``, no ``obj._attr`` unless this module defines ``_attr`` (``self._attr``
+  included: a mixin or base class in another module does not call its class's privates, nor the class
+  its mixins'; a hook a base class declares is defined, with its default, in the base's module too), and a
   private module (``_kernels``, ``_validation``: a package's internal helpers, whose own names
   carry no underscore) is imported only by its own package;
 * the graph of imports between judge modules (function-level imports included) has no cycle, and
@@ -88,8 +90,12 @@ def _own_private_names(tree) -> set:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name.startswith("_"):
             own.add(node.name)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "object.__setattr__" and len(node.args) > 1 \
+                and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_"):
+            own.add(node.args[1].value)  # object.__setattr__(self, "_x", ...): a frozen object's own slot
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            targets = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
             for t in targets:
                 if isinstance(t, ast.Attribute) and t.attr.startswith("_"):
                     if isinstance(t.value, ast.Name) and t.value.id in ("self", "cls"):
@@ -123,8 +129,6 @@ def test_no_private_names_across_modules():
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
                 owner = node.value
-                if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
-                    continue
                 if node.attr in THIRD_PARTY_PRIVATE or node.attr in own:
                     continue
                 bad.append(f"{path}:{node.lineno}: .{node.attr} of {ast.unparse(owner)}")

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from judge import Classifier
-from judge.fusion import DEFAULT_FUSION, Fusion, initial_fusion
+from judge.calibrated import offset_scores
+from judge.fusion import DEFAULT_FUSION, Fusion, initial_fusion, is_fused
 from judge.testing import tiny_pair
 from judge.transductive import refine_label_vectors
 
@@ -42,7 +43,7 @@ def test_weight_zero_is_the_lm_alone_bit_for_bit(pair):
     model, tok = pair
     default = Classifier(LABELS, model, tokenizer=tok)
     alone = Classifier(LABELS, model, tokenizer=tok, embedder=None)
-    assert default.fusion_.weight == 0.0 and not default._fused
+    assert default.fusion_.weight == 0.0 and not is_fused(default.fusion_)
     np.testing.assert_array_equal(default.predict_proba(TEXTS), alone.predict_proba(TEXTS))
     np.testing.assert_array_equal(default.decision_function(TEXTS), alone.decision_function(TEXTS))
     assert default.fingerprint() == alone.fingerprint()  # cached LM scores stay keyed as before
@@ -261,7 +262,7 @@ def test_a_calibrated_weight_of_zero_scores_the_lm_alone(pair, monkeypatch):
     monkeypatch.setattr(fusion, "fit_fusion", lambda *a, **k: Fusion(0.0, DEFAULT_FUSION.temperature))
     clf = Classifier(LABELS, model, tokenizer=tok, embedder="minilm").calibrate(CAL_TEXTS, CAL_Y, bias="cv")
     alone = Classifier(LABELS, model, tokenizer=tok, embedder=None)
-    assert clf.fusion_.weight == 0.0 and not clf._fused
+    assert clf.fusion_.weight == 0.0 and not is_fused(clf.fusion_)
     np.testing.assert_array_equal(clf.decision_function(TEXTS), alone.decision_function(TEXTS))
     # the calibration was fitted on the very scores predict reads: the LM's raw scores
     alone.calibrate(CAL_TEXTS, CAL_Y, bias="cv")
@@ -272,10 +273,10 @@ def test_fit_head_offsets_are_the_lm_scores_beside_an_embedder(pair):
     model, tok = pair
     fused = Classifier(LABELS, model, tokenizer=tok, embedder="minilm")
     alone = Classifier(LABELS, model, tokenizer=tok, embedder=None)
-    np.testing.assert_array_equal(fused._offset_scores(TEXTS), alone._offset_scores(TEXTS))
-    assert not np.allclose(alone._offset_scores(TEXTS), alone.decision_function(TEXTS))  # the prior divided out
+    np.testing.assert_array_equal(offset_scores(fused, TEXTS), offset_scores(alone, TEXTS))
+    assert not np.allclose(offset_scores(alone, TEXTS), alone.decision_function(TEXTS))  # the prior divided out
     raw = Classifier(LABELS, model, tokenizer=tok, embedder=None, prior=None)
-    np.testing.assert_array_equal(raw._offset_scores(TEXTS), raw.decision_function(TEXTS))
+    np.testing.assert_array_equal(offset_scores(raw, TEXTS), raw.decision_function(TEXTS))
 
 
 def test_the_fused_scores_are_the_experts_bit_for_bit_with_no_prior_on_top(pair):
@@ -330,4 +331,4 @@ def test_a_fused_calibration_is_fitted_on_the_fused_scores_and_their_content_fre
 def test_the_head_offsets_divide_the_prior_out_with_two_labels_too(pair):
     model, tok = pair
     clf = Classifier(["yes", "no"], model, tokenizer=tok, embedder=None)
-    assert not np.allclose(clf._offset_scores(TEXTS), clf.decision_function(TEXTS))
+    assert not np.allclose(offset_scores(clf, TEXTS), clf.decision_function(TEXTS))
