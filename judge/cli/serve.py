@@ -18,6 +18,8 @@ import argparse
 import os
 import sys
 
+from judge.engine.passes import DEFAULT_MAX_BATCH_TOKENS
+
 __all__ = ["add_parsers", "run_serve", "run_calibrate_decisions", "run_fit_decisions"]
 
 
@@ -59,8 +61,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-request-tokens", type=int, default=65536, help="tokens per request (default 65536)")
     p.add_argument("--max-state-tokens", type=int, default=32768,
                    help="tokens of the state plus the longest question (default 32768)")
-    p.add_argument("--max-batch-tokens", type=int, default=8192,
-                   help="tokens per scoring call and per forward pass: bounds memory (default 8192)")
+    p.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
+                   help=f"tokens per scoring call and per forward pass: bounds memory (default {DEFAULT_MAX_BATCH_TOKENS})")
     p.add_argument("--torch-threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's, one per core); 1 is faster on a shared, "
                         "oversubscribed machine")

@@ -46,7 +46,13 @@ from judge._errors import LabelError
 from judge._math import cache_keyword
 from judge.engine.fallback import score_fallback
 from judge.engine.masks import mask_plan
-from judge.engine.passes import default_max_logits, model_context, plan_passes, tree_pass
+from judge.engine.passes import (
+    DEFAULT_MAX_BATCH_TOKENS,
+    default_max_logits,
+    model_context,
+    plan_passes,
+    tree_pass,
+)
 from judge.engine.protocol import Closing, Item, default_root, lower_queries
 
 __all__ = ["Engine", "EngineCheckWarning"]
@@ -114,7 +120,7 @@ class Engine(Closing):
     """
 
     def __init__(self, model=None, tokenizer=None, *, device=None, end_token="auto", check=True,
-                 path="auto", max_batch_tokens: int = 8192, max_batch_logits: int | None = None):
+                 path="auto", max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, max_batch_logits: int | None = None):
         for name, v in (("max_batch_tokens", max_batch_tokens), ("max_batch_logits", max_batch_logits)):
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 2):
                 raise ValueError(f"{name} must be an int >= 2, got {v!r}.")

@@ -33,7 +33,12 @@ import numpy as np
 from judge.engine.forest import build_rows, common_prefix
 from judge.engine.masks import native_gqa, tree_masks
 
-__all__ = ["Pass", "plan_passes", "tree_pass", "memory_bound", "model_context", "default_max_logits"]
+__all__ = ["Pass", "plan_passes", "tree_pass", "memory_bound", "model_context", "default_max_logits",
+           "DEFAULT_MAX_BATCH_TOKENS"]
+
+#: Tokens per scoring call and per forward pass unless told otherwise: the engine's, the server's jobs and
+#: ``judge serve --max-batch-tokens`` (one number, written once; it bounds memory: :func:`memory_bound`).
+DEFAULT_MAX_BATCH_TOKENS = 8192
 
 
 @dataclass

@@ -6,8 +6,12 @@ imports `judge.decisions` and never the other way round (tests/test_layout.py ch
 - `app.create_app` builds the ASGI app around a `judge.decisions.Decider`;
 - `contract` holds the pydantic models of both wire contracts and the one mapping
   onto `judge.decisions` questions;
-- `wire` writes answers in the wire form (`wire.answer_to_wire`) and reads labelled
+- `routes` pairs each decision route with its contract: how a parsed body becomes questions
+  (``options``, ``read``) and how answers become its response body (``render``);
+- `wire` writes answers and whole response bodies in the wire form (`wire.answer_to_wire`,
+  `wire.systemone_body`, `wire.decisions_body`, `wire.guard_to_wire`) and reads labelled
   decisions in files (`wire.read_labelled`: ``judge calibrate-decisions``, ``judge fit-decisions``);
+- `counters.Counters` holds every count ``/healthz`` reports, in one object;
 - `admission.Admission` parses, validates, limits, plans and prices each request in threads
   apart from the scoring thread (413/422 before anything is queued) and cuts its plan into
   jobs (`judge.decisions.Decider.plan_request`: each question planned and tokenized once);

@@ -50,18 +50,10 @@ from judge._errors import LabelError
 from judge.decisions import Choice, DecisionError, Guard, Score, YesNo, render_value
 from judge.decisions.planning import join_plans
 from judge.decisions.prompts import state_text
-from judge.engine.passes import model_context
-from judge.server.contract import (
-    ChoiceQ,
-    ChoiceQuestion,
-    DecisionsRequest,
-    SystemOneRequest,
-    cautious_of,
-    decisions_to_questions,
-    render_input,
-    to_questions,
-)
+from judge.engine.passes import DEFAULT_MAX_BATCH_TOKENS, model_context
+from judge.server.contract import cautious_of
 from judge.server.errors import ApiError
+from judge.server.routes import route_named
 
 __all__ = ["Admission", "Admitted", "Invalid"]
 
@@ -206,7 +198,7 @@ class Admission:
 
     def __init__(self, decider, check_model: Callable[[str], None], *, max_questions: int = 1024,
                  max_options: int = 10_000, max_request_tokens: int = 65536, max_state_tokens: int = 32768,
-                 max_job_tokens: int = 8192, max_job_questions: int = 256, guard: bool = False):
+                 max_job_tokens: int = DEFAULT_MAX_BATCH_TOKENS, max_job_questions: int = 256, guard: bool = False):
         self.decider = decider
         self.check_model = check_model
         self.max_questions, self.max_options = max_questions, max_options
@@ -267,8 +259,8 @@ class Admission:
             time.sleep(0)
 
     # ---------------------------------------------------------------- admit
-    def admit(self, body: bytes, content_type: str | None, route: str):
-        """Admit one request body for ``route`` ("systemone" or "decisions").
+    def admit(self, body: bytes, content_type: str | None, route):
+        """Admit one request body for ``route`` (a `judge.server.routes.Route`, or its name: "systemone", "decisions").
 
         Returns
         -------
@@ -283,28 +275,14 @@ class Admission:
         Invalid
             The decision layer refused a question (422).
         """
-        if route == "systemone":
-            req = _parse(body, content_type, SystemOneRequest)
-            self.check_model(req.model)
-            self._counts(len(req.questions), {qid: len(q.criteria) if isinstance(q, ChoiceQuestion) else
-                                              (len(q.criteria) if q.type == "score" else 2)
-                                              for qid, q in req.questions.items()})
-            try:
-                questions = to_questions(req)
-            except DecisionError as e:
-                raise Invalid(str(e)) from None
-            state = req.state
-        else:
-            req = _parse(body, content_type, DecisionsRequest)
-            self.check_model(req.model)
-            self._counts(len(req.questions), {str(i): len(q.choices) if isinstance(q, ChoiceQ) else
-                                              (len(q.levels) if q.type == "score" else 2)
-                                              for i, q in enumerate(req.questions)})
-            try:
-                questions = decisions_to_questions(req)
-                state = render_input(req.input)
-            except DecisionError as e:
-                raise Invalid(str(e)) from None
+        route = route_named(route)
+        req = _parse(body, content_type, route.request)
+        self.check_model(req.model)
+        self._counts(len(req.questions), route.options(req))  # limits first: before any question is built
+        try:
+            state, questions = route.read(req)
+        except DecisionError as e:
+            raise Invalid(str(e)) from None
         cautious = cautious_of(req)
         on = req.x_guard if req.x_guard is not None else (self.guard or bool(cautious))
         try:

@@ -62,11 +62,12 @@ from fastapi.responses import JSONResponse, Response
 
 from judge._errors import LabelError
 from judge.decisions import Decider, DecisionError, YesNo
+from judge.engine.passes import DEFAULT_MAX_BATCH_TOKENS
 from judge.server.admission import Admission, Invalid
 from judge.server.batching import MicroBatcher, Overloaded, ShuttingDown
-from judge.server.contract import guard_to_wire
+from judge.server.counters import Counters
 from judge.server.errors import ApiError, error_body, install_handlers, validation_response
-from judge.server.wire import answer_to_wire
+from judge.server.routes import ROUTES, Route, Served
 
 __all__ = ["ServerConfig", "create_app", "memory_bound"]
 
@@ -131,7 +132,7 @@ class ServerConfig:
     max_body_bytes: int = 2 * 1024 * 1024
     max_questions: int = 1024
     max_options: int = 10_000
-    max_batch_tokens: int = 8192
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     admission_threads: int = 2
     extensions: bool = True
     guard: bool = False
@@ -187,9 +188,9 @@ def _decompress(encoding: str, body: bytes, limit: int) -> bytes:
 class _Gate:
     """ASGI middleware for ``/v1/`` routes: a request id, bearer auth, the body read bounded (and decoded)."""
 
-    def __init__(self, app, *, api_key: str | None, max_body_bytes: int, stats: dict | None = None):
+    def __init__(self, app, *, api_key: str | None, max_body_bytes: int, counters: Counters | None = None):
         self.app, self.api_key, self.limit = app, api_key, max_body_bytes
-        self.stats = stats if stats is not None else {}
+        self.counters = counters if counters is not None else Counters()
 
     async def _reply(self, send, status: int, body: dict, headers=()):
         raw = json.dumps(body).encode()
@@ -257,7 +258,7 @@ class _Gate:
         if body is None:
             if size < 0:  # the client went away while sending
                 return
-            self.stats["too_large"] = self.stats.get("too_large", 0) + 1
+            self.counters.add("too_large")
             return await self._reply(send_id, 413, self._too_large(size, exact, bool(enc) and enc != "identity"),
                                      [(b"connection", b"close")])
         if enc and enc != "identity":
@@ -269,7 +270,7 @@ class _Gate:
                 return await self._reply(send_id, 400, error_body(400, f"the request body is not valid {enc} data "
                                                                        f"({type(e).__name__}: {e}); compress the JSON "
                                                                        f"body, or drop the Content-Encoding header."))
-            self.stats[f"decoded_{enc}"] = self.stats.get(f"decoded_{enc}", 0) + 1
+            self.counters.add(f"decoded_{enc}")
         new_headers = [(k, v) for k, v in scope["headers"]
                        if k.lower() not in (b"content-encoding", b"content-length")]
         new_headers.append((b"content-length", str(len(body)).encode()))
@@ -324,7 +325,7 @@ def memory_bound(decider: Decider, config: ServerConfig) -> dict:
         engine = scorer.memory_bound()
     elif isinstance(scorer, LocalModel):  # a scorer that does not say: the engine's formula at its defaults
         cfg = getattr(scorer.model_.config, "text_config", None) or scorer.model_.config
-        engine = engine_bound(scorer.model_, max_batch_tokens=8192, max_batch_logits=default_max_logits(cfg.vocab_size),
+        engine = engine_bound(scorer.model_, max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS, max_batch_logits=default_max_logits(cfg.vocab_size),
                               dtype_bytes=next(scorer.model_.parameters()).dtype.itemsize)
     else:
         raise TypeError(f"The server sizes its memory bound on its scorer, but a {type(scorer).__name__} declares "
@@ -379,16 +380,16 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         answers = decider.answer(payloads)
         ms = (time.perf_counter() - t0) * 1000
         batch_tokens = int(decider.last_usage_.get("input_tokens", 0))
-        stats["scoring_calls"] += 1
-        stats["scored_tokens"] += batch_tokens
-        stats["scoring_s"] += ms / 1000
+        counters.add("scoring_calls")
+        counters.add("scored_tokens", batch_tokens)
+        counters.add("scoring_s", ms / 1000)
         return [{"answers": a, "batch_tokens": batch_tokens, "batch_requests": len(payloads), "compute_ms": ms}
                 for a in answers]
 
-    admitting = [0]  # requests between their body and the queue: the company a batch may wait for
+    counters = Counters()  # every count /healthz reports, and the requests under admission
     batcher = MicroBatcher(run_batch, max_wait_s=config.max_wait_ms / 1000, max_questions=config.max_batch_questions,
                            max_queue=config.max_queue, max_tokens=config.max_batch_tokens,
-                           expect=lambda: admitting[0] > 0)
+                           expect=lambda: counters.get("admitting") > 0)
 
     def check_model(model: str) -> None:
         if model not in accepted:
@@ -420,8 +421,6 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         admit_pool.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="trie-judge decisions", version="0.1", lifespan=lifespan)
-    stats: dict = {"in_flight": 0, "disconnected": 0, "server_errors": 0, "scoring_calls": 0, "scored_tokens": 0,
-                   "scoring_s": 0.0}
     app.state.batcher = batcher
     app.state.decider = decider
     app.state.admission = admission
@@ -431,7 +430,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    async def answer(request: Request, admitted):
+    async def answer(request: Request, admitted) -> Served:
         """Queue the request's jobs; drop them if the client goes away first."""
         jobs = admitted.work
         t0 = time.perf_counter()
@@ -444,7 +443,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
             gone.cancel()
         if not work.done():
             work.cancel()
-            stats["disconnected"] += 1
+            counters.add("disconnected")
             raise _Gone()
         try:
             parts = work.result()
@@ -455,29 +454,28 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         answers = {}
         for p in parts:
             answers.update(p["answers"])
-        return {"answers": {qid: answers[qid] for qid in admitted.questions}, "input_tokens": admitted.total,
-                "batch_tokens": sum(p["batch_tokens"] for p in parts),
-                "batch_requests": max(p["batch_requests"] for p in parts), "jobs": len(parts),
-                "compute_ms": sum(p["compute_ms"] for p in parts), "total_ms": (time.perf_counter() - t0) * 1000}
+        return Served({qid: answers[qid] for qid in admitted.questions}, admitted.total,
+                      batch_tokens=sum(p["batch_tokens"] for p in parts),
+                      batch_requests=max(p["batch_requests"] for p in parts), jobs=len(parts),
+                      compute_ms=sum(p["compute_ms"] for p in parts), total_ms=(time.perf_counter() - t0) * 1000)
 
-    async def handle(request: Request, route: str, render):
+    async def handle(request: Request, route: Route):
         """Admit (off the scoring thread), answer, render; every failure in the contract's shapes."""
         rid = getattr(request.state, "request_id", None) or uuid.uuid4().hex[:16]
-        stats["in_flight"] += 1  # admitted, queued or being scored: what a shutdown must answer or refuse
+        counters.add("in_flight")  # admitted, queued or being scored: what a shutdown must answer or refuse
         try:
             loop = asyncio.get_running_loop()
             body = await request.body()
             t0 = time.perf_counter()
-            admitting[0] += 1
-            try:
+            with counters.during("admitting"):
                 req, admitted = await loop.run_in_executor(admit_pool, admit, body,
                                                            request.headers.get("content-type"), route)
-            finally:
-                admitting[0] -= 1
             admit_ms = (time.perf_counter() - t0) * 1000
-            res = await answer(request, admitted)
-            res["admit_ms"] = admit_ms
-            return JSONResponse(render(req, res))
+            served_ = await answer(request, admitted)
+            served_.admit_ms = admit_ms
+            ext = {"x_calibrated": decider.calibration_ is not None, **served_.extensions()} \
+                if config.extensions else None
+            return JSONResponse(route.render(req, served_, model=served, extensions=ext))
         except Invalid as e:
             return validation_response([{"loc": ["body", "questions"], "msg": str(e), "type": "value_error"}])
         except _Gone:
@@ -487,59 +485,22 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
         except (ApiError, RequestValidationError):
             raise
         except Exception as e:  # noqa: BLE001 - a fault of this server, not of the request
-            stats["server_errors"] += 1
+            counters.add("server_errors")
             _LOG.exception("request %s failed inside the server", rid)
             raise ApiError(500, f"the server failed on this request ({type(e).__name__}); this is a fault of the "
                                 f"server, not of the request, and it keeps serving. Request id {rid} (logged with "
                                 f"the traceback): retry, and report the id if it happens again.",
                            error_type="api_error") from None
         finally:
-            stats["in_flight"] -= 1
+            counters.add("in_flight", -1)
 
-    def extensions(res) -> dict:
-        if not config.extensions:
-            return {}
-        return {"x_calibrated": decider.calibration_ is not None, "x_batch_requests": res["batch_requests"],
-                "x_batch_input_tokens": res["batch_tokens"], "x_compute_ms": round(res["compute_ms"], 3),
-                "x_total_ms": round(res["total_ms"], 3), "x_admit_ms": round(res["admit_ms"], 3), "x_jobs": res["jobs"]}
+    def route_endpoint(route: Route):
+        async def endpoint(request: Request):
+            return await handle(request, route)
+        return endpoint
 
-    def wire(a) -> dict:
-        out = answer_to_wire(a, extensions=config.extensions)
-        return {**out, **guard_to_wire(a.guard)} if a.guard is not None else out
-
-    def render_systemone(req, res) -> dict:
-        return {"model": served, "answers": {qid: wire(a) for qid, a in res["answers"].items()},
-                "usage": {"input_tokens": int(res["input_tokens"]), "output_tokens": 0}, **extensions(res)}
-
-    def render_decisions(req, res) -> dict:
-        out = []
-        for i, q in enumerate(req.questions):
-            a = res["answers"][str(i)]
-            extra = guard_to_wire(a.guard) if a.guard is not None else {}
-            if q.type == "predicate":
-                out.append({"type": "predicate", "name": q.name, "probability": a.noul, **extra})
-            elif q.type == "choice":
-                values = [c.value for c in q.choices]
-                probs = list(a.probabilities.values())
-                best = values[list(a.probabilities).index(a.choice)]
-                out.append({"type": "choice", "name": q.name, "choice": best, "confidence": a.confidence,
-                            "probabilities": [{"value": v, "probability": p} for v, p in zip(values, probs)], **extra})
-            else:
-                out.append({"type": "score", "name": q.name, "score": a.score, "confidence": a.confidence,
-                            "probabilities": [{"value": j, "label": lv.label, "probability": a.probabilities[str(j)]}
-                                              for j, lv in enumerate(q.levels)], **extra})
-        n = int(res["input_tokens"])
-        usage = {"input_tokens": n, "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
-                 "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n}
-        return {"model": served, "answers": out, "usage": usage, **extensions(res)}
-
-    @app.post("/v1/systemone")
-    async def systemone(request: Request):
-        return await handle(request, "systemone", render_systemone)
-
-    @app.post("/v1/decisions")
-    async def decisions(request: Request):
-        return await handle(request, "decisions", render_decisions)
+    for route in ROUTES:  # each route's parse and render: judge.server.routes
+        app.add_api_route(route.path, route_endpoint(route), methods=["POST"], name=route.name)
 
     @app.get("/v1/models")
     async def models():
@@ -571,7 +532,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
     @app.get("/healthz")
     async def healthz():
         return {"status": "ok", "waiting": batcher.waiting, "running": batcher.running, "batches": batcher.batches_,
-                "jobs": batcher.jobs_, "cancelled_jobs": batcher.cancelled_, "refused_jobs": batcher.refused_, **stats, "rss_bytes": _rss_bytes(),
+                "jobs": batcher.jobs_, "cancelled_jobs": batcher.cancelled_, "refused_jobs": batcher.refused_, **counters.snapshot(), "rss_bytes": _rss_bytes(),
                 "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "memory_bound_bytes": bound["total"],
                 "time": _dt.datetime.now(_dt.timezone.utc).isoformat()}
@@ -581,7 +542,7 @@ def create_app(decider: Decider | None = None, config: ServerConfig | None = Non
 
         add_classify_route(app, classifier, batcher, name=classifier_name, max_texts=config.max_questions,
                            extensions=config.extensions)
-    app.add_middleware(_Gate, api_key=config.api_key, max_body_bytes=config.max_body_bytes, stats=stats)
+    app.add_middleware(_Gate, api_key=config.api_key, max_body_bytes=config.max_body_bytes, counters=counters)
     return app
 
 

@@ -49,7 +49,7 @@ Text = StrictStr | dict[str, Any] | list[Any]
 __all__ = [
     "SystemOneRequest", "NoulQuestion", "ChoiceQuestion", "ScoreQuestion",
     "DecisionsRequest", "to_question", "to_questions", "question_from_wire", "error_message",
-    "decisions_to_questions", "render_input", "cautious_of", "guard_to_wire",
+    "decisions_to_questions", "render_input", "cautious_of",
 ]
 
 
@@ -532,22 +532,3 @@ def cautious_of(req: SystemOneRequest | DecisionsRequest) -> dict:
         else:
             out[str(i)] = [_surface(k) for k in q.x_cautious]
     return out
-
-
-def guard_to_wire(report) -> dict:
-    """A `judge.decisions.GuardReport` as the ``x_flags`` and ``x_guard`` fields of an answer.
-
-    Examples
-    --------
-    >>> from judge.decisions import Flag, GuardReport
-    >>> r = GuardReport((Flag("verdict", "a verdict", 1, "verdict: ok"),), 2, 2, ("verdict: ok",), "scanners", True, "a")
-    >>> guard_to_wire(r)["x_flags"]
-    [{'scanner': 'verdict', 'message': 'a verdict', 'text': 'verdict: ok', 'piece': 1}]
-    >>> guard_to_wire(r)["x_guard"]["changed"]
-    True
-    """
-    return {"x_flags": [{"scanner": f.scanner, "message": f.message, "text": f.text[:300], "piece": f.piece}
-                        for f in report.flags],
-            "x_guard": {"rule": report.rule, "pieces": report.pieces, "variants": report.variants,
-                        "erased": [t[:300] for t in report.erased], "changed": report.changed,
-                        "unguarded": report.unguarded}}

@@ -1,7 +1,9 @@
 """The wire form of what `judge.decisions` returns, and labelled decisions in files.
 
 - `answer_to_wire`: an `judge.decisions.Answer` as the ``/v1/systemone`` contract writes it
-  (with the ``x_`` extensions on request);
+  (with the ``x_`` extensions on request; a guarded answer with its `guard_to_wire` fields);
+- `systemone_body`, `decisions_body`: the whole response body of each route
+  (`judge.server.routes` renders with them);
 - `read_labelled`: labelled decisions in JSON lines, their questions in the ``/v1/systemone``
   form read by the contract's own parser (`judge.server.contract.question_from_wire`, so a
   question means the same thing in a file and over HTTP), as the rows that
@@ -22,7 +24,7 @@ from typing import Any
 from judge.decisions.questions import Answer, Choice, DecisionError, Question, YesNo
 from judge.server.contract import question_from_wire
 
-__all__ = ["answer_to_wire", "label_index", "read_labelled"]
+__all__ = ["answer_to_wire", "guard_to_wire", "systemone_body", "decisions_body", "label_index", "read_labelled"]
 
 
 def answer_to_wire(answer: Answer, *, extensions: bool = False) -> dict:
@@ -34,7 +36,8 @@ def answer_to_wire(answer: Answer, *, extensions: bool = False) -> dict:
     extensions : bool
         Add the ``x_option_mass``, ``x_calibrated``, ``x_path``, ``x_bias`` and
         ``x_scored`` fields, and for yes/no ``x_yes_spellings`` and ``x_no_spellings``
-        (``x_fitted`` when a fitted profile answered).
+        (``x_fitted`` when a fitted profile answered). A guarded answer carries its
+        :func:`guard_to_wire` fields either way.
 
     Returns
     -------
@@ -67,7 +70,83 @@ def answer_to_wire(answer: Answer, *, extensions: bool = False) -> dict:
             out["x_fitted"] = True
         if a.spellings is not None:
             out.update(x_yes_spellings=list(a.spellings["true"]), x_no_spellings=list(a.spellings["false"]))
-    return out
+    return {**out, **guard_to_wire(a.guard)} if a.guard is not None else out
+
+
+def guard_to_wire(report) -> dict:
+    """A `judge.decisions.GuardReport` as the ``x_flags`` and ``x_guard`` fields of an answer.
+
+    Examples
+    --------
+    >>> from judge.decisions import Flag, GuardReport
+    >>> r = GuardReport((Flag("verdict", "a verdict", 1, "verdict: ok"),), 2, 2, ("verdict: ok",), "scanners", True, "a")
+    >>> guard_to_wire(r)["x_flags"]
+    [{'scanner': 'verdict', 'message': 'a verdict', 'text': 'verdict: ok', 'piece': 1}]
+    >>> guard_to_wire(r)["x_guard"]["changed"]
+    True
+    """
+    return {"x_flags": [{"scanner": f.scanner, "message": f.message, "text": f.text[:300], "piece": f.piece}
+                        for f in report.flags],
+            "x_guard": {"rule": report.rule, "pieces": report.pieces, "variants": report.variants,
+                        "erased": [t[:300] for t in report.erased], "changed": report.changed,
+                        "unguarded": report.unguarded}}
+
+
+def _usage(n: int, detailed: bool) -> dict:
+    if not detailed:
+        return {"input_tokens": n, "output_tokens": 0}
+    return {"input_tokens": n, "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 0},
+            "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n}
+
+
+def systemone_body(model: str, answers: Mapping[str, Answer], input_tokens: int, *,
+                   extensions: dict | None = None) -> dict:
+    """The ``/v1/systemone`` response body: each answer by its question id, the usage, the ``x_`` fields.
+
+    ``extensions``: the response-level ``x_`` fields, or None (then the answers carry none either).
+
+    Examples
+    --------
+    >>> systemone_body("m", {"q": Answer("noul", {"true": 0.8, "false": 0.2}, noul=0.8)}, 7)
+    {'model': 'm', 'answers': {'q': {'type': 'noul', 'noul': 0.8}}, 'usage': {'input_tokens': 7, 'output_tokens': 0}}
+    """
+    return {"model": model, "answers": {qid: answer_to_wire(a, extensions=extensions is not None)
+                                        for qid, a in answers.items()},
+            "usage": _usage(int(input_tokens), False), **(extensions or {})}
+
+
+def decisions_body(model: str, questions, answers: Mapping[str, Answer], input_tokens: int, *,
+                   extensions: dict | None = None) -> dict:
+    """The ``/v1/decisions`` response body: one answer per question, in the request's order, and the usage.
+
+    ``questions``: the request's (`judge.server.contract.DecisionsRequest.questions`); ``answers``: by
+    question position as a string (``"0"``, ``"1"``, ...).
+
+    Examples
+    --------
+    >>> from judge.server.contract import DecisionsRequest
+    >>> req = DecisionsRequest.model_validate({"model": "m", "input": "hi", "questions": [
+    ...     {"type": "predicate", "name": "urgent", "instructions": "Is it urgent?"}]})
+    >>> decisions_body("m", req.questions, {"0": Answer("noul", {"true": 0.8, "false": 0.2}, noul=0.8)}, 5)["answers"]
+    [{'type': 'predicate', 'name': 'urgent', 'probability': 0.8}]
+    """
+    out = []
+    for i, q in enumerate(questions):
+        a = answers[str(i)]
+        extra = guard_to_wire(a.guard) if a.guard is not None else {}
+        if q.type == "predicate":
+            out.append({"type": "predicate", "name": q.name, "probability": a.noul, **extra})
+        elif q.type == "choice":
+            values = [c.value for c in q.choices]
+            probs = list(a.probabilities.values())
+            best = values[list(a.probabilities).index(a.choice)]
+            out.append({"type": "choice", "name": q.name, "choice": best, "confidence": a.confidence,
+                        "probabilities": [{"value": v, "probability": p} for v, p in zip(values, probs)], **extra})
+        else:
+            out.append({"type": "score", "name": q.name, "score": a.score, "confidence": a.confidence,
+                        "probabilities": [{"value": j, "label": lv.label, "probability": a.probabilities[str(j)]}
+                                          for j, lv in enumerate(q.levels)], **extra})
+    return {"model": model, "answers": out, "usage": _usage(int(input_tokens), True), **(extensions or {})}
 
 
 def label_index(q: Question, label: Any, where: str = "label") -> int:
