@@ -297,18 +297,22 @@ class CalibratedMixin:
 
     @property
     def bias_(self):
+        """The fitted per-label bias, (K,) float64 in ``classes_`` order, or None before :meth:`calibrate`."""
         return None if self.calibration_ is None else self.calibration_.bias
 
     @property
     def temperature_(self):
+        """The fitted temperature (float), or None before :meth:`calibrate`."""
         return None if self.calibration_ is None else self.calibration_.temperature
 
     @property
     def threshold_(self):
+        """The abstention threshold on the top probability (float), or None (no ``target_accuracy`` or ``coverage``)."""
         return None if self.calibration_ is None else self.calibration_.threshold
 
     @property
     def calibration_report_(self):
+        """What :meth:`calibrate` measured: a dict (ECE with its noise floor, accuracy, warnings); NotCalibratedError before."""
         if self.calibration_ is None:
             raise NotCalibratedError("This Classifier is not calibrated: call calibrate(texts, y) first.")
         return self.calibration_.report

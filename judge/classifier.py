@@ -124,8 +124,8 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         default, chosen on ICD-10-CM validation), ``"minilm"``, ``"model"`` (the LM's mean-pooled
         states), any encoder of :mod:`judge.encoders`, a list of them (similarities averaged) or a
         mapping of them to weights (``{"tfidf": 0.25, "minilm": 0.75}`` ranked best on ICD-10-CM
-        validation, at about 20 CPU minutes to embed 74,719 titles once): :meth:`judge.compiled.
-        CompiledLabels.shortlist`, README. Saved with the classifier when it is made of names.
+        validation, at about 20 CPU minutes to embed 74,719 titles once):
+        :meth:`judge.compiled.CompiledLabels.shortlist`, README. Saved with the classifier when it is made of names.
     prior : {"auto", "contextual", "batch", None}
         The label-free correction applied before :meth:`calibrate` or :meth:`fit` (which replace it):
         the model's preference for some labels whatever the text, divided out without labels
@@ -312,14 +312,17 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
 
     @property
     def model_(self):
+        """The loaded model (after first use or :meth:`setup`): a transformers ``PreTrainedModel``."""
         return self._setup().engine.model_
 
     @property
     def tokenizer_(self):
+        """The loaded tokenizer (after first use or :meth:`setup`)."""
         return self._setup().engine.tokenizer_
 
     @property
     def method_(self) -> str:
+        """The scoring path in use: ``"first_token"``, ``"exact"``, ``"search"`` or ``"decode"``."""
         return self._setup().method
 
     # ------------------------------------------------------------ scoring
@@ -375,11 +378,9 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
             return transductive_scores(self, texts)
         ad = self.adaptation_  # fitted by fit(): its scores replace the zero-shot ones
         if ad is not None:  # a head starts from the prior-corrected zero-shot scores; demonstrations are raw scores
-            return ad.decision_function(self, texts, self._offset if ad.kind == "head" else self._zero_shot_scores)
+            return ad.decision_function(self, texts, (lambda t: offset_scores(self, t)) if ad.kind == "head" else
+                                        self._zero_shot_scores)
         return self._zero_shot_scores(texts)
-
-    def _offset(self, texts) -> np.ndarray:  # where a fitted head starts (judge.calibrated.offset_scores)
-        return offset_scores(self, texts)
 
     def _zero_shot_scores(self, texts) -> np.ndarray:
         from judge.fusion import experts  # with an embedder: the LM beside it (judge.fusion)
@@ -550,7 +551,7 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         from judge.adaptation import fit_adaptation
 
         # from zero-shot, whatever was fitted before
-        fitted = fit_adaptation(self, texts, y, method=method, base_scores=self._offset,
+        fitted = fit_adaptation(self, texts, y, method=method, base_scores=lambda t: offset_scores(self, t),
                                 random_state=random_state, callback=callback, **options)
         with self._lock:
             if self.calibration_ is not None:

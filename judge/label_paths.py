@@ -26,9 +26,9 @@ import warnings
 import numpy as np
 
 from judge._errors import caller_stacklevel
-from judge.engine.protocol import Item, LocalModel, TokenVocabulary, option_context
+from judge.engine.protocol import HiddenStates, Item, LocalModel, TokenVocabulary, option_context
 
-__all__ = ["THINK_CUE", "local_model", "vocabulary", "prompt_items", "think", "score_exact", "score_decode", "search_texts",
+__all__ = ["THINK_CUE", "local_model", "states_scorer", "vocabulary", "prompt_items", "think", "score_exact", "score_decode", "search_texts",
            "score_shortlist", "generate_unconstrained"]
 
 THINK_CUE = "\n\nFinal answer:\n"
@@ -50,6 +50,26 @@ def local_model(engine, what: str):
     """
     if not isinstance(engine, LocalModel):
         raise TypeError(f"{what} needs the model in this process (judge.engine.protocol.LocalModel), which a "
+                        f"{type(engine).__name__} does not declare; use backend='transformers'.")
+    return engine
+
+
+def states_scorer(engine, what: str):
+    """``engine`` as a :class:`~judge.engine.protocol.HiddenStates` scorer, or a clear refusal naming ``what`` needs it.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import tiny_pair
+    >>> states_scorer(Engine(*tiny_pair()), "fit") is not None
+    True
+    >>> states_scorer(object(), "fit")
+    Traceback (most recent call last):
+    ...
+    TypeError: fit needs the model's hidden states (judge.engine.protocol.HiddenStates), which a object does not declare; use backend='transformers'.
+    """
+    if not isinstance(engine, HiddenStates):
+        raise TypeError(f"{what} needs the model's hidden states (judge.engine.protocol.HiddenStates), which a "
                         f"{type(engine).__name__} does not declare; use backend='transformers'.")
     return engine
 

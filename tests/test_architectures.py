@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from judge import Classifier
+from judge.engine import Query
 from judge.testing import ARCHITECTURES, SLIDING_ARCHITECTURES, classifier_reference, tiny_model
 from tests.conftest import load_tokenizer
 
@@ -173,3 +174,33 @@ def test_remap_parents_gives_integer_indices_into_the_fed_nodes():
     assert remap_parents(f, nodes[1:]).tolist() == [-1, -1]  # their parent is not fed: off the root cache
     empty = remap_parents(f, nodes[:0])
     assert empty.dtype == np.int64 and np.arange(3)[empty].size == 0
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_answer_slot_states_from_the_scoring_pass_equal_the_reference(arch, smol_tok):
+    """Engine.score_items_states: the scores are score_items' (bit for bit) and each item's answer-slot state,
+    read from that same tree pass (questions of one state in one row, a cached root, packing), equals the
+    reference's plain decoder pass over the prompt alone; hidden_states (the prompts only) too."""
+    from judge.engine import Engine
+    from judge.engine.protocol import lower_queries
+    from judge.testing import Reference
+
+    window = WINDOW if arch in SLIDING_ARCHITECTURES else None
+    model = tiny_model(arch, smol_tok, sliding_window=window)
+    state = "Content: my card was charged twice and the app says pending for days now.\n"
+    queries = [Query((("You answer questions.\n\n", False), (state, True), (f"Question: {q}?\nAnswer:", False)),
+                     opts) for q, opts in (("team", (" billing", " bill", " tech")), ("angry", (" Yes", " No")),
+                                           ("refund", (" Yes", " No", " Maybe")))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eng = Engine(model, smol_tok).setup()
+        items = lower_queries(eng, queries)
+        plain = eng.score_items(items, root=items[0].ids[:8])
+        scores, H = eng.score_items_states(items, root=items[0].ids[:8])
+    ref = Reference(model, smol_tok)
+    want = ref.hidden_states(items)
+    for a, b in zip(scores, plain):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(H, want, atol=1e-4, rtol=1e-4, err_msg=f"{arch} path={eng.path_}")
+    np.testing.assert_allclose(eng.hidden_states(items), want, atol=1e-4, rtol=1e-4, err_msg=arch)
+    assert H.shape == (len(items), model.config.get_text_config().hidden_size)

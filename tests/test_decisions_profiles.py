@@ -171,3 +171,37 @@ def test_profile_features_that_do_not_read_the_state_with_its_offset_are_refused
     rows = [(s, {"q": QUESTION}, {"q": y}) for s, y in _states(4, 0)]
     with pytest.raises(DecisionError, match="fit_profile features must be"):
         fit_profile(rows, Decider(*tiny_llama), cv=2, features=features)
+
+
+def test_a_profile_answered_request_is_tokenized_once_and_costs_one_forward(tiny_llama, fitted):
+    """A planned request answered by a head: no tokenizer call and exactly the forward passes the same request
+    costs without a profile (the states come from the scoring pass itself); the answers match the second-pass
+    states' answers (DecisionProfile.log_probs without states) within float noise."""
+    model, tok = tiny_llama
+    _, prof = fitted
+    state = _states(1, 7)[0][0]
+    plain, withp = Decider(model, tok), Decider(model, tok, profile=prof)
+    counts = {"forward": 0, "encode": 0}
+    hook = model.register_forward_pre_hook(lambda *a: counts.__setitem__("forward", counts["forward"] + 1))
+    try:
+        passes = {}
+        for name, d in (("plain", plain), ("profile", withp)):
+            for _ in range(2):  # warm: the content-free priors, then the template's root (a lone question's)
+                d.ask(state, {"q": QUESTION})
+            rp = d.plan_request(state, {"q": QUESTION})
+            encode = d.scorer_.encode
+            d.scorer_.encode = lambda *a, _encode=encode, **k: (counts.__setitem__("encode", counts["encode"] + 1),
+                                                                _encode(*a, **k))[1]
+            counts.update(forward=0, encode=0)
+            (answer,) = d.answer([rp])
+            passes[name] = (counts["forward"], counts["encode"], answer["q"])
+            del d.scorer_.encode
+    finally:
+        hook.remove()
+    assert passes["profile"][2].fitted and not passes["plain"][2].fitted
+    assert passes["profile"][:2] == passes["plain"][:2] == (1, 0), passes
+    # the same head on states from a pass of their own gives the same answer
+    scored = withp.log_probs([(state, {"q": QUESTION})])[0]["q"]
+    again = prof.log_probs(withp, [(QUESTION, withp.plan(state, QUESTION), scored)])[0]
+    got = np.log([passes["profile"][2].probabilities[k] for k in QUESTION.names])
+    np.testing.assert_allclose(got - got.max(), again - again.max(), atol=1e-5)

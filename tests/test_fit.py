@@ -329,11 +329,11 @@ def test_evaluate_fits_on_train_then_calibrates_on_validation(tiny_dir, datasets
 
 
 def test_answer_states_use_the_classifiers_batch_settings(pair, monkeypatch):
-    import judge.adaptation.features as features
+    import judge.engine.engine as engine  # the scorer's hidden_states runs the engine's states_of_prompts
 
     seen = []
-    real = features.states_of_prompts
-    monkeypatch.setattr(features, "states_of_prompts", lambda *a, **k: seen.append(k["batch_size"]) or real(*a, **k))
+    real = engine.states_of_prompts
+    monkeypatch.setattr(engine, "states_of_prompts", lambda *a, **k: seen.append(k["batch_size"]) or real(*a, **k))
     batched = answer_states(clf_of(pair, batch_size=3), TEXTS)
     alone = answer_states(clf_of(pair, batch_size=3, batch_invariant=True), TEXTS)
     assert seen == [3, 1]

@@ -4,15 +4,17 @@
   reads) at the answer slot of each text's prompt, i.e. at the prompt's last token, where the
   label's first token is predicted. The prompts are the classifier's own token items
   (:func:`judge.label_paths.prompt_items`: tokenized whole, by the engine), so the head sees exactly
-  the prompt the labels are scored after. One plain forward pass of the decoder per batch, no
+  the prompt the labels are scored after. The scorer's ``hidden_states``
+  (:class:`judge.engine.protocol.HiddenStates`): one plain forward pass of the decoder per batch, no
   label tree: on SmolLM2-135M about a quarter of the cost of exact scoring over Banking77's 77
   labels. The instructions' keys/values (the compiled ``root_ids``) are computed once per model
   and reused, as the engine does for scoring.
 * :func:`text_embeddings` — the mean of the last layer over the tokens of the text alone (no
   prompt): the SetFit-style embedding the baselines' logistic regression uses.
 
-Both run :func:`judge.encoders.states_of_prompts`, the one forward loop over the decoder outside
-the scoring engine (:mod:`judge.encoders` holds the other text encoders: TF-IDF, a sentence embedder).
+Both go through the scorer's ``hidden_states``, which runs the engine's one forward loop over the
+decoder (:func:`judge.engine.states.states_of_prompts`; :mod:`judge.encoders` holds the other text
+encoders: TF-IDF, a sentence embedder).
 
 What it deliberately does not do: score labels (the engine does) or tokenize (the engine's
 ``encode`` and ``prompt_items`` do).
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from judge.encoders import states_of_prompts
+from judge.engine.states import states_of_prompts
 
 __all__ = ["answer_states", "text_embeddings", "text_features", "states_of_prompts"]
 
@@ -58,25 +60,25 @@ def answer_states(clf, texts, *, batch_size: int | None = None) -> np.ndarray:
     (2, 64)
     """
     from judge._checks import check_texts
-    from judge.label_paths import local_model, prompt_items
+    from judge.label_paths import local_model, prompt_items, states_scorer
 
     texts = check_texts(texts)
     if batch_size is None:
         batch_size = 1 if clf.batch_invariant else clf.batch_size
     c = clf.compiled_
-    model = local_model(c.engine, "The answer-slot hidden states").model_
+    scorer = states_scorer(c.engine, "The answer-slot hidden states")
     if not texts:
+        model = local_model(c.engine, "The answer-slot hidden states").model_
         return np.zeros((0, int(model.config.get_text_config().hidden_size)))
-    items = prompt_items(c, texts)
-    return states_of_prompts(model, [it.ids for it in items], c.root_ids, batch_size=batch_size)
+    return scorer.hidden_states(prompt_items(c, texts), root=c.root_ids, batch_size=batch_size)
 
 
 def text_embeddings(clf, texts, *, batch_size: int = 32) -> np.ndarray:
     """Mean of the last layer over each text's own tokens, without any prompt: (n, d) float64.
 
     The embedding a SetFit-style logistic-regression baseline uses (no contrastive tuning).
-    Texts are tokenized by the classifier's engine (as user text); the states come from
-    :func:`judge.encoders.states_of_prompts` with ``pooling="mean"``.
+    Texts are tokenized by the classifier's engine (as user text); the states come from its
+    ``hidden_states`` with ``pooling="mean"``.
 
     Examples
     --------
@@ -87,15 +89,16 @@ def text_embeddings(clf, texts, *, batch_size: int = 32) -> np.ndarray:
     (1, 64)
     """
     from judge._checks import check_texts
-    from judge.label_paths import local_model
+    from judge.engine.protocol import Item
+    from judge.label_paths import local_model, states_scorer
 
     texts = check_texts(texts)
     eng = local_model(clf.compiled_.engine, "Text embeddings from the model's states")
-    model = eng.model_
     if not texts:
-        return np.zeros((0, int(model.config.get_text_config().hidden_size)))
+        return np.zeros((0, int(eng.model_.config.get_text_config().hidden_size)))
     seqs = [eng.encode([(t, True)]) or [eng.end_id_] for t in texts]
-    return states_of_prompts(model, seqs, batch_size=batch_size, pooling="mean")
+    return states_scorer(eng, "Text embeddings from the model's states").hidden_states(
+        [Item(s, []) for s in seqs], batch_size=batch_size, pooling="mean")
 
 
 def text_features(clf, texts, blocks, *, embedder=None) -> dict:

@@ -256,11 +256,8 @@ class Decider(FixedAfterInit, Closing):
     def styles_(self) -> dict:
         """The style of each question type for this tokenizer (``chat`` resolved).
 
-        Raises
-        ------
-        DecisionError
-            ``chat=True`` (or a style with ``chat=True`` given) but the tokenizer has
-            no chat template; a style that is not a PromptStyle.
+        DecisionError where ``chat=True`` (or a style with ``chat=True``) meets a tokenizer without a chat
+        template, or a style is not a PromptStyle.
 
         Examples
         --------
@@ -312,10 +309,7 @@ class Decider(FixedAfterInit, Closing):
     def priors_(self) -> QuestionPriors | None:
         """The bias correction's per-shape priors (built on first use), or None when ``bias=None``.
 
-        Raises
-        ------
-        DecisionError
-            ``bias`` is not one of "running", "contextual" or None.
+        DecisionError where ``bias`` is not one of "running", "contextual" or None.
 
         Examples
         --------
@@ -331,9 +325,8 @@ class Decider(FixedAfterInit, Closing):
 
     # -- work
     def plan(self, state: Any, question: Question) -> Plan:
-        """The prompt pieces and scored strings of one question (a `judge.decisions.prompts.Plan`; for inspection).
-
-        ``state``: a str, dict or list; ``question``: a Choice, YesNo or Score.
+        """The prompt pieces and scored strings of one question (a `judge.decisions.prompts.Plan`; for inspection):
+        ``state`` a str, dict or list, ``question`` a Choice, YesNo or Score.
 
         Examples
         --------
@@ -355,9 +348,7 @@ class Decider(FixedAfterInit, Closing):
         guard : Guard, bool or None
             As for `ask` (None: the decider's ``guard``).
 
-        Returns
-        -------
-        judge.decisions.planning.RequestPlan (DecisionError or LabelError for a bad request)
+        Returns a `judge.decisions.planning.RequestPlan` (DecisionError or LabelError for a bad request).
 
         Examples
         --------
@@ -409,11 +400,12 @@ class Decider(FixedAfterInit, Closing):
             cache[text] = ids
         return list(ids)
 
-    def _score(self, plans: Sequence[RequestPlan], update: bool) -> list[dict[str, list]]:
+    def _score(self, plans: Sequence[RequestPlan], update: bool, states: bool = False):
         """Per plan and question, per variant of its state (one when unguarded): (per-surface log-probs, log prior
         or None, plan, prior's source). One score() call.
 
         ``update``: count the answered distributions into the running priors (answers do; log_probs do not).
+        ``states``: also ``{(plan, qid, variant): answer-slot state}``, read from the same forward pass.
         """
         from judge.calibration import contextual_bias
 
@@ -422,7 +414,7 @@ class Decider(FixedAfterInit, Closing):
         out: list[dict] = [{} for _ in plans]
         if not asked:
             self.last_usage_ = {"input_tokens": 0, "output_tokens": 0}
-            return out
+            return (out, {}) if states else out
         n_asked = len(asked)
         todo: dict[tuple, int] = {}  # new shapes: where their content-free queries start
         extra: list[Plan] = []
@@ -438,7 +430,8 @@ class Decider(FixedAfterInit, Closing):
         # scorer's cached root, computed once per scorer. Several queries share their common
         # prefix anyway (the engine keeps the questions of one state in one forest row).
         root = self._template_root(asked[0].pieces[:1]) if n_asked + len(extra) == 1 else None
-        scores = [np.asarray(s, dtype=np.float64) for s in score_plans(self.scorer_, plans, extra, root=root)]
+        ran = score_plans(self.scorer_, plans, extra, root=root, states=states)
+        scores = [np.asarray(s, dtype=np.float64) for s in (ran[0] if states else ran)]
         usage = self.scorer_.last_usage_ or {}
         self.last_usage_ = {"input_tokens": int(usage.get("input_tokens", 0)), "output_tokens": 0}
         for shape, at in todo.items():
@@ -454,7 +447,7 @@ class Decider(FixedAfterInit, Closing):
             priors.observe([(p.shape, plans[ci].text, p.per_option(s)[list(p.canonical)])
                             for (ci, _, vi), p, s in zip(keys, asked, scores[:n_asked]) if vi == 0])
         fuse_scored(self.fuser_, [rp.questions for rp in plans], out)  # choices: the embedder beside the LM
-        return out
+        return (out, dict(zip(keys, ran[1][:n_asked]))) if states else out
 
     @property
     def fuser_(self) -> ChoiceFusion:
@@ -462,7 +455,7 @@ class Decider(FixedAfterInit, Closing):
         return choice_fusion(self.embedder, packaged=self.model is None and self.scorer is None and self.engine
                              in (None, "auto"), profile=self.profile)
 
-    def log_probs(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> list[dict[str, np.ndarray]]:
+    def log_probs(self, calls: Sequence[tuple[Any, Mapping[str, Question]]], *, states: bool = False):
         """Log-probabilities of every question's options, bias-corrected (choices fused), in one scoring call.
 
         Parameters
@@ -477,6 +470,9 @@ class Decider(FixedAfterInit, Closing):
             bias correction is on, in the question's own option order; not
             normalised, not calibrated. What answers and calibration profiles are
             computed from; of the states as given (a guard is not applied).
+        list of dict of str to ndarray of shape (d,)
+            Only with ``states=True``: per call and question, the answer-slot hidden state read from
+            the same forward pass (what a fitted profile's head reads; `fit_profile` fits on it).
 
         Examples
         --------
@@ -486,8 +482,10 @@ class Decider(FixedAfterInit, Closing):
         ((3,), True)
         """
         plans = [self.plan_request(c[0], c[1], guard=False) for c in calls]
-        return [{qid: option_scores(s, b, p) for qid, [(s, b, p, _)] in scored.items()}
-                for scored in self._score(plans, update=False)]
+        got = self._score(plans, update=False, states=states)
+        lps = [{qid: option_scores(s, b, p) for qid, [(s, b, p, _)] in scored.items()}
+               for scored in (got[0] if states else got)]
+        return (lps, [{qid: got[1][ci, qid, 0] for qid in rp.questions} for ci, rp in enumerate(plans)]) if states else lps
 
     def observe(self, calls: Sequence[tuple[Any, Mapping[str, Question]]]) -> None:
         """Count states into the running bias priors without answering (one scoring call).
@@ -555,10 +553,12 @@ class Decider(FixedAfterInit, Closing):
         >>> [sorted(a) for a in d.answer([d.plan_request("a cat", {"q": YesNo("Animal?")})])]
         [['q']]
         """
-        plans = list(plans)
-        scored = self._score(plans, update=True)
-        cal, prof = self.calibration_, self.profile_
-        fitted = {} if prof is None else prof.fitted(self, [(rp.state, rp.questions) for rp in plans], scored)
+        plans, (cal, prof) = list(plans), (self.calibration_, self.profile_)
+        calls = [(rp.state, rp.questions) for rp in plans]
+        fitted, heads = {}, prof is not None and prof.answers_any(calls)  # heads read the scoring pass's states
+        scored = self._score(plans, update=True, states=heads)
+        if heads:
+            scored, fitted = scored[0], prof.fitted(self, calls, scored[0], scored[1])
         out = []
         for i, rp in enumerate(plans):
             answers = {}

@@ -24,8 +24,9 @@ from typing import Any
 from judge.decisions.guard import state_variants, variant_cost
 from judge.decisions.pieces import canonical
 from judge.decisions.prompts import Plan, plan_question, state_text
-from judge.decisions.questions import Question, YesNo
+from judge.decisions.questions import DecisionError, Question, YesNo
 from judge.engine.protocol import (
+    HiddenStates,
     Query,
     default_root,
     lower_queries,
@@ -214,7 +215,7 @@ def plan_request(scorer, tokenizer, styles: Mapping, state: Any, questions: Mapp
     return RequestPlan(state, text, dict(questions), guard, call_plan, entries, items, keys, n_state, tokens, extra)
 
 
-def score_plans(scorer, plans: Sequence[RequestPlan], extra: Sequence[Plan] = (), *, root=None) -> list:
+def score_plans(scorer, plans: Sequence[RequestPlan], extra: Sequence[Plan] = (), *, root=None, states=False):
     """Scores of every entry of ``plans``, then of the ``extra`` prompts, in one call of the scorer.
 
     A `judge.engine.Lowering` scorer (`judge.engine.lowers`) scores the plans' items as they are
@@ -229,11 +230,21 @@ def score_plans(scorer, plans: Sequence[RequestPlan], extra: Sequence[Plan] = ()
         Prompts planned at scoring time (a new shape's content-free queries).
     root : sequence of int, optional
         The root to cache (default: the scorer's, the common prefix of the prompts).
+    states : bool
+        Also return each entry's answer-slot hidden state, read from the same forward pass
+        (`judge.engine.protocol.HiddenStates`; a fitted profile's features).
 
     Returns
     -------
     list of ndarray
         Per entry, then per extra prompt: each scored string's log-probability.
+    ndarray of shape (n, d)
+        Only with ``states``: per entry, then per extra prompt, the answer-slot state.
+
+    Raises
+    ------
+    DecisionError
+        ``states`` with a scorer that cannot give them (no lowering or no hidden states: vLLM's).
 
     Examples
     --------
@@ -246,13 +257,18 @@ def score_plans(scorer, plans: Sequence[RequestPlan], extra: Sequence[Plan] = ()
     [True]
     """
     queries = [Query(pieces=c.pieces, options=c.surfaces) for c in extra]
+    if states and not (lowers(scorer) and isinstance(scorer, HiddenStates)):
+        raise DecisionError(f"Fitted decision profiles read the model's hidden states; the scorer "
+                            f"{type(scorer).__name__} cannot give them (judge.engine.protocol.HiddenStates). Use the "
+                            f"transformers engine (backend='transformers').")
     if not lowers(scorer):
         return scorer.score([q for rp in plans for q in rp.queries()] + queries, root=root)
     keys = [k for rp in plans for k in rp.keys] + [row_key(q.pieces) for q in queries]
     items = [it for rp in plans for it in rp.items] + lower_queries(scorer, queries)
     groups: dict = {}
     items = [dataclasses.replace(it, group=groups.setdefault(k, len(groups))) for it, k in zip(items, keys)]
-    return scorer.score_items(items, root=root if root is not None else default_root([it.ids for it in items]))
+    root = root if root is not None else default_root([it.ids for it in items])
+    return scorer.score_items_states(items, root=root) if states else scorer.score_items(items, root=root)
 
 
 def join_plans(parts: Sequence[RequestPlan]) -> RequestPlan:

@@ -4,7 +4,9 @@ What `judge.Classifier.fit` fits for a label set, fitted here per question *shap
 instructions and options; not the state, not the option order): multinomial logistic
 regression on the hidden state at the question's answer slot, with the question's zero-shot
 scores (the `Decider`'s bias-corrected log-probabilities) as its offset, the L2 chosen by
-cross-validation (`judge.adaptation.fit_head` and `judge.adaptation.states_of_prompts`, reused).
+cross-validation (`judge.adaptation.fit_head`, reused); the states are read from the same forward
+pass that scores the question (`judge.engine.protocol.HiddenStates.score_items_states`), when fitting
+and when answering.
 With no labelled examples a question is answered zero-shot, as before.
 
 * `fit_profile` takes labelled rows (``judge fit-decisions`` reads them from JSON lines with
@@ -80,22 +82,24 @@ def question_key(q: Question) -> str:
 
 
 def _answer_states(decider, plans) -> np.ndarray:
-    """The hidden state at each plan's answer slot (its prompt's last token): (n, d)."""
-    from judge.adaptation import states_of_prompts
+    """The hidden state at each plan's answer slot (its prompt's last token): (n, d), in a pass of its own.
+
+    Where the plans are scored anyway, `Decider.answer` reads these states from that scoring pass instead."""
+    from judge.engine.protocol import HiddenStates, Item
 
     scorer = decider.scorer_
-    scorer.setup()
-    model = getattr(scorer, "model_", None)
-    if model is None or not hasattr(model, "get_decoder"):
+    if not isinstance(scorer, HiddenStates):
         raise DecisionError(f"Fitted decision profiles read the model's hidden states; the scorer "
-                            f"{type(scorer).__name__} has no transformers model. Use the transformers engine "
-                            f"(backend='transformers').")
-    out = np.zeros((len(plans), int(model.config.get_text_config().hidden_size)))
+                            f"{type(scorer).__name__} cannot give them (judge.engine.protocol.HiddenStates). Use "
+                            f"the transformers engine (backend='transformers').")
     by_head: dict[tuple, list[int]] = {}  # the questions about one state: its keys/values computed once
     for i, p in enumerate(plans):
         by_head.setdefault(p.head, []).append(i)
+    out = None
     for head, idx in by_head.items():
-        out[idx] = states_of_prompts(model, [scorer.encode(plans[i].pieces) for i in idx], root=scorer.encode(head))
+        H = scorer.hidden_states([Item(scorer.encode(plans[i].pieces), []) for i in idx], root=scorer.encode(head))
+        out = np.zeros((len(plans), H.shape[1])) if out is None else out
+        out[idx] = H
     return out
 
 
@@ -226,10 +230,22 @@ class DecisionProfile:
                                     f"again.") from None
         return cls(heads, raw.get("questions", {}), raw.get("meta", {}))
 
-    def fitted(self, decider, calls, scored) -> dict:
+    def answers_any(self, calls) -> bool:
+        """Whether a head answers any question of ``calls`` (sequence of (state, mapping of id to question)).
+
+        Examples
+        --------
+        >>> DecisionProfile({}, {}).answers_any([("s", {"q": YesNo("?")})])
+        False
+        """
+        return any(question_key(q) in self.heads for _, qs in calls for q in qs.values())
+
+    def fitted(self, decider, calls, scored, states=None) -> dict:
         """`log_probs` for every scored variant of every question of a `Decider` call: ``{(call, qid, variant): lp}``.
 
-        ``scored``: the Decider's per call, question and variant ``(log-probs, prior, plan, source)``.
+        ``scored``: the Decider's per call, question and variant ``(log-probs, prior, plan, source)``;
+        ``states``: ``{(call, qid, variant): answer-slot state}`` read from that same scoring pass (else
+        the states are computed here, in a second pass).
 
         Examples
         --------
@@ -240,10 +256,10 @@ class DecisionProfile:
 
         keys = [(i, qid, vi) for i, call in enumerate(calls) for qid in call[1] for vi in range(len(scored[i][qid]))]
         got = self.log_probs(decider, [(calls[i][1][qid], scored[i][qid][vi][2], option_scores(*scored[i][qid][vi][:3]))
-                                       for i, qid, vi in keys])
+                                       for i, qid, vi in keys], states=None if states is None else [states[k] for k in keys])
         return {k: v for k, v in zip(keys, got) if v is not None}
 
-    def log_probs(self, decider, entries: Sequence[tuple]) -> list:
+    def log_probs(self, decider, entries: Sequence[tuple], states=None) -> list:
         """Log-probabilities from the heads for scored questions that have one (one batch of hidden states).
 
         Parameters
@@ -251,6 +267,9 @@ class DecisionProfile:
         decider : judge.decisions.Decider
         entries : sequence of (question, plan, z)
             ``z``: the question's zero-shot (bias-corrected) log-probabilities, its own option order.
+        states : sequence of ndarray of shape (d,), optional
+            Each entry's answer-slot state, read where it was scored (`Decider.answer` does); None:
+            computed here from the plans (`judge.engine.protocol.HiddenStates`, a second pass).
 
         Returns
         -------
@@ -268,7 +287,7 @@ class DecisionProfile:
         if not todo:
             return out
         plans = [entries[i][1] for i, _ in todo]
-        H = _answer_states(decider, plans)
+        H = _answer_states(decider, plans) if states is None else np.stack([states[i] for i, _ in todo])
         texts = _state_texts(plans)
         memo: dict = {}  # every distinct state embedded once per embedder, in one batch, for the whole call
         by_embedder: dict = {}
@@ -361,15 +380,16 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
     per: dict[str, dict] = {}
     for s in range(0, len(rows), batch):
         part = rows[s:s + batch]
-        lps = decider.log_probs([(st, qs) for st, qs, _ in part])
-        for (st, qs, labels), lp in zip(part, lps):
+        lps, hs = decider.log_probs([(st, qs) for st, qs, _ in part], states=True)  # one pass: scores and states
+        for (st, qs, labels), lp, h in zip(part, lps, hs):
             for qid, q in qs.items():
                 keys, canon = answer_keys(q), canonical_keys(q)
                 perm = [keys.index(k) for k in canon]
-                g = per.setdefault(question_key(q), {"q": q, "z": [], "y": [], "plans": []})
+                g = per.setdefault(question_key(q), {"q": q, "z": [], "y": [], "plans": [], "h": []})
                 g["z"].append(np.asarray(lp[qid], np.float64)[perm])
                 g["y"].append(canon.index(keys[labels[qid]]))
                 g["plans"].append(decider.plan(st, q))
+                g["h"].append(h[qid])
     few = {k: g for k, g in per.items() if len(g["y"]) < 2}
     if len(few) == len(per):
         q = next(iter(few.values()))["q"]
@@ -385,7 +405,7 @@ def fit_profile(labelled, decider, *, cv: int = 5, random_state: int = 0, batch:
             continue
         q, y = g["q"], np.asarray(g["y"])
         K = len(canonical_keys(q))
-        blocks = {"hidden": _answer_states(decider, g["plans"])}
+        blocks = {"hidden": np.stack(g["h"])}
         texts = _state_texts(g["plans"])
         need = {b for c in cands for b in parse_features(c)[0]}
         if "embed" in need:

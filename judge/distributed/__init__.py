@@ -18,17 +18,17 @@ so ``import judge.distributed`` is light.
 
 Output columns (they round-trip through parquet unchanged):
 
-=================== ================== ============================================
-column              arrow type         meaning
-=================== ================== ============================================
-``label``           string (nullable)  the most probable label; null when abstained
-``confidence``      float64            the top probability
-``abstained``       bool               below the calibrated ``threshold_``
-``abstain_reason``  string (nullable)  why (confidence, threshold, what it certifies); null when answered
-``probabilities``   list<float64>      length K, in ``classes_`` order (no top_k)
-``top_labels``      list<string>       with ``top_k``: the k most probable labels
-``top_probabilities`` list<float64>    with ``top_k``: their probabilities
-=================== ================== ============================================
+===================== ================= ==================================================================
+column                arrow type        meaning
+===================== ================= ==================================================================
+``label``             string (nullable) the most probable label; null when abstained
+``confidence``        float64           the top probability
+``abstained``         bool              below the calibrated ``threshold_``
+``abstain_reason``    string (nullable) why (confidence, threshold, what it certifies); null when answered
+``probabilities``     list<float64>     length K, in ``classes_`` order (no top_k)
+``top_labels``        list<string>      with ``top_k``: the k most probable labels
+``top_probabilities`` list<float64>     with ``top_k``: their probabilities
+===================== ================= ==================================================================
 
 Rows are scored exactly as `judge.Classifier.predict_proba` scores them in one
 process: with ``batch_invariant=True`` bit for bit, otherwise up to float

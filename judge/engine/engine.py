@@ -42,18 +42,20 @@ import weakref
 
 import numpy as np
 
-from judge._errors import LabelError
 from judge._math import cache_keyword
 from judge.engine.fallback import score_fallback
 from judge.engine.masks import mask_plan
+from judge.engine.options import option_token_ids
 from judge.engine.passes import (
     DEFAULT_MAX_BATCH_TOKENS,
     default_max_logits,
     model_context,
     plan_passes,
+    self_check_probe,
     tree_pass,
 )
 from judge.engine.protocol import Closing, Item, default_root, lower_queries
+from judge.engine.states import states_of_prompts
 
 __all__ = ["Engine", "EngineCheckWarning"]
 
@@ -203,20 +205,8 @@ class Engine(Closing):
 
     def _self_check(self):
         """Tree pass vs ordinary causal passes on a probe longer than the sliding window."""
-        windows = [w for w in self.mask_plan_[1].values() if w]
-        w = min(windows) if windows else None
-        n_root = (w + 8) if (w and w <= 2048) else 24
-        rng = np.random.default_rng(0)
-        pool = np.flatnonzero(~np.asarray(self.vocab_.special, bool))
-        pool = pool[pool < len(self.tokenizer_)]
-        toks = [int(t) for t in rng.choice(pool, n_root + 40)]
-        root = toks[:n_root]
-        opts = [toks[n_root:n_root + 1], toks[n_root:n_root + 3], toks[n_root + 3:n_root + 5],
-                toks[n_root + 5:n_root + 6]]
-        # items 0 and 2 share one row (and the whole root); item 1 sees only half of the root
-        items = [Item(root + toks[n_root + 6:n_root + 11], opts, group=0),
-                 Item(root[: n_root // 2] + toks[n_root + 11:n_root + 20], opts, group=1),
-                 Item(root + toks[n_root + 20:n_root + 22], opts, group=0)]
+        root, items, w = self_check_probe(self.mask_plan_, self.vocab_.special, len(self.tokenizer_))
+        n_root = len(root)
         try:
             rid = self._root(tuple(root))
             tree = self._score_tree(items, rid)
@@ -291,29 +281,8 @@ class Engine(Closing):
         hit = self._option_cache.get(key)
         if hit is not None:
             return [list(x) for x in hit]
-        tok = self.tokenizer_
-        base = tok(context, add_special_tokens=False)["input_ids"]
-        fulls = tok([context + o for o in options], add_special_tokens=False)["input_ids"]
-        seqs = []
-        for opt, full in zip(options, fulls):
-            if full[: len(base)] == base and len(full) > len(base):
-                ids = full[len(base):]
-            else:  # the option merged with the prompt's end: tokenize it alone
-                ids = tok(opt, add_special_tokens=False)["input_ids"]
-            bad = [i for i in ids if i >= len(self.vocab_.special) or self.vocab_.special[i]]
-            if not ids or bad:
-                got = "nothing" if not ids else f"special or unknown token(s) {tok.convert_ids_to_tokens(bad)}"
-                raise LabelError(
-                    f"{what} {opt!r} cannot be spelled by this tokenizer's vocabulary: it tokenizes to "
-                    f"{got}; give it a name the tokenizer can write.")
-            seqs.append(list(ids))
-        if policy is True:
-            seqs = [x + [self.end_id_] for x in seqs]
-        elif policy == "auto":  # the end token where an option's tokens are a prefix of another's:
-            order = sorted(range(len(seqs)), key=seqs.__getitem__)  # in sorted order, an option's
-            needs = {a for a, b in zip(order, order[1:])  # extensions follow it directly
-                     if len(seqs[b]) > len(seqs[a]) and seqs[b][: len(seqs[a])] == seqs[a]}
-            seqs = [x + [self.end_id_] if i in needs else x for i, x in enumerate(seqs)]
+        seqs = option_token_ids(self.tokenizer_, context, options, special=self.vocab_.special, end_id=self.end_id_,
+                                policy=policy, what=what)
         if len(self._option_cache) > 256:
             self._option_cache.clear()
         self._option_cache[key] = [tuple(x) for x in seqs]
@@ -436,6 +405,35 @@ class Engine(Closing):
         row is split over rows that share its cached prefix). ``progress``: a bar
         (``"auto"``: shown only once the scoring has taken 2 s, so short calls print none).
         """
+        return self._run_items(items, root, batch_size, progress, pack, False)[0]
+
+    def score_items_states(self, items, *, root=(), batch_size=8, pack=1) -> tuple[list, np.ndarray]:
+        """:meth:`score_items` and each item's answer-slot state from the same forward pass: (scores, (n, d)).
+
+        The decoder's final-layer output at the prompt's last token, as :meth:`hidden_states` gives it
+        (:class:`~judge.engine.protocol.HiddenStates`). On the fallback path: a second pass.
+
+        >>> from judge.testing import tiny_pair
+        >>> eng = Engine(*tiny_pair())
+        >>> scores, H = eng.score_items_states([Item([1, 2, 3], [[7], [8, 9]])])
+        >>> H.shape, bool(np.abs(H - eng.hidden_states([Item([1, 2, 3], [[7]])])).max() < 1e-4)
+        ((1, 64), True)
+        """
+        return self._run_items(items, root, batch_size, None, pack, True)
+
+    def hidden_states(self, items, *, root=(), pooling="last", batch_size=16) -> np.ndarray:
+        """Each item's prompt state, at its last token (``"last"``) or mean-pooled: (n, d) float64.
+
+        :func:`judge.engine.states.states_of_prompts` of the items' prompt ids (their options are not
+        read), on this engine's model; ``root``: a shared prefix whose keys/values are computed once
+        (not on the fallback path, which runs every prompt whole).
+        """
+        self.setup()
+        with self._lock:
+            return states_of_prompts(self.model_, [it.ids for it in items], () if self.path_ == "fallback" else root,
+                                     batch_size=batch_size, pooling=pooling)
+
+    def _run_items(self, items, root, batch_size, progress, pack, states):
         self.setup()
         if not isinstance(pack, int) or pack < 1:
             raise ValueError(f"pack must be a positive int, got {pack!r}.")
@@ -444,12 +442,13 @@ class Engine(Closing):
         with self._lock:
             if self.path_ == "fallback":
                 out = self._score_fallback(items)
-                return out
+                return out, (self.hidden_states(items, root=root) if states else None)
             T = self.max_batch_tokens
             cfg = getattr(self.model_.config, "text_config", None) or self.model_.config
             P = self.max_batch_logits or default_max_logits(cfg.vocab_size)
             passes = plan_passes(items, root, max_tokens=T, max_logits=P, max_rows=batch_size, pack=pack)
             out: list = [None] * len(items)
+            hidden = None
             parts: dict[int, list] = {}  # item -> [(option indices, scores)] where its options were split
             self._root_fed, rid = 0, None
             it = passes
@@ -464,7 +463,12 @@ class Engine(Closing):
                 sel = [(i, opts) for row in p.rows for i, opts in row]
                 part = [Item(items[i].ids, items[i].options if opts is None else [items[i].options[j] for j in opts],
                              items[i].first_only, b) for b, row in enumerate(p.rows) for i, opts in row]
-                res = self._score_tree(part, rid)
+                res = self._score_tree(part, rid, states=states)
+                if states:  # an item split over passes: its state from the first
+                    res, H = res
+                    hidden = np.full((len(items), H.shape[1]), np.nan) if hidden is None else hidden
+                    for (i, _), h in zip(sel, H):
+                        hidden[i] = h if np.isnan(hidden[i, 0]) else hidden[i]
                 tokens += self._last_fed
                 for (i, opts), r in zip(sel, res):
                     if opts is None:
@@ -476,7 +480,7 @@ class Engine(Closing):
                 for opts, r in chunks:
                     out[i][opts] = r
             self.last_usage_ = {"input_tokens": int(tokens + self._root_fed)}
-            return out
+            return out, hidden
 
     def _check_context(self, items) -> None:
         """Refuse a prompt whose options run past the model's trained positions (a silently meaningless score)."""
@@ -581,9 +585,10 @@ class Engine(Closing):
                     out[s + j] = t
         return out
 
-    def _score_tree(self, items, rid, grad=False) -> list:
-        results, self._last_fed = tree_pass(self.model_, self.mask_plan_, self.dtype_, rid, items, grad=grad)
-        return results
+    def _score_tree(self, items, rid, grad=False, states=False):
+        got = tree_pass(self.model_, self.mask_plan_, self.dtype_, rid, items, grad=grad, states=states)
+        self._last_fed = got[1]
+        return (got[0], got[2]) if states else got[0]
 
     # ---------------------------------------------------------- fallback pass
     def _score_fallback(self, items) -> list[np.ndarray]:

@@ -6,15 +6,19 @@ as flat arrays: parents, tokens, depths, children in CSR form, and per node the 
 prefix bound needs (how many labels end below it, how many internal nodes its subtree holds,
 the smallest label bias below it).
 
-What it deliberately does not do: tokenize (the scorer's ``option_ids`` does) or score
-(:mod:`judge.engine.search` does).
+:func:`option_token_ids` is the rule that writes options as tokens after a prompt's end (the
+engine's ``option_ids`` caches it).
+
+What it deliberately does not do: score (:mod:`judge.engine.search` does).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["OptionTrie"]
+from judge._errors import LabelError
+
+__all__ = ["OptionTrie", "option_token_ids"]
 
 
 class OptionTrie:
@@ -152,3 +156,49 @@ class OptionTrie:
             out += [n for n in frontier if self.child_ptr[n + 1] > self.child_ptr[n]]
             frontier = [int(c) for n in frontier for c in self.children(n)]
         return np.asarray(out, np.int64)
+
+
+def option_token_ids(tok, context: str, options, *, special, end_id: int, policy="auto", what="Option") -> list:
+    """Canonical token ids of each option written right after ``context``: list of K lists of int.
+
+    An option is tokenized after the prompt's end (``context``) and the context's own tokens cut
+    off; where it merges with the context, alone. ``policy``: the end token appended always
+    (True), never (False) or where an option's tokens are a prefix of another's (``"auto"``).
+    ``special``: per token id, whether it is special (refused in an option).
+
+    Raises
+    ------
+    LabelError
+        An option tokenizes to nothing or to special tokens.
+
+    Examples
+    --------
+    >>> from judge.testing import tiny_pair
+    >>> tok = tiny_pair()[1]
+    >>> ids = option_token_ids(tok, "Answer:", [" yes", " yes please"], special=[False] * len(tok), end_id=2)
+    >>> ids[0][-1] == 2 and ids[1][-1] != 2    # " yes" is a prefix of " yes please": it ends
+    True
+    """
+    base = tok(context, add_special_tokens=False)["input_ids"]
+    fulls = tok([context + o for o in options], add_special_tokens=False)["input_ids"]
+    seqs = []
+    for opt, full in zip(options, fulls):
+        if full[: len(base)] == base and len(full) > len(base):
+            ids = full[len(base):]
+        else:  # the option merged with the prompt's end: tokenize it alone
+            ids = tok(opt, add_special_tokens=False)["input_ids"]
+        bad = [i for i in ids if i >= len(special) or special[i]]
+        if not ids or bad:
+            got = "nothing" if not ids else f"special or unknown token(s) {tok.convert_ids_to_tokens(bad)}"
+            raise LabelError(
+                f"{what} {opt!r} cannot be spelled by this tokenizer's vocabulary: it tokenizes to "
+                f"{got}; give it a name the tokenizer can write.")
+        seqs.append(list(ids))
+    if policy is True:
+        seqs = [x + [end_id] for x in seqs]
+    elif policy == "auto":  # the end token where an option's tokens are a prefix of another's:
+        order = sorted(range(len(seqs)), key=seqs.__getitem__)  # in sorted order, an option's
+        needs = {a for a, b in zip(order, order[1:])  # extensions follow it directly
+                 if len(seqs[b]) > len(seqs[a]) and seqs[b][: len(seqs[a])] == seqs[a]}
+        seqs = [x + [end_id] if i in needs else x for i, x in enumerate(seqs)]
+    return seqs

@@ -34,7 +34,7 @@ from judge.engine.forest import build_rows, common_prefix
 from judge.engine.masks import native_gqa, tree_masks
 
 __all__ = ["Pass", "plan_passes", "tree_pass", "memory_bound", "model_context", "default_max_logits",
-           "DEFAULT_MAX_BATCH_TOKENS"]
+           "DEFAULT_MAX_BATCH_TOKENS", "self_check_probe"]
 
 #: Tokens per scoring call and per forward pass unless told otherwise: the engine's, the server's jobs and
 #: ``judge serve --max-batch-tokens`` (one number, written once; it bounds memory: :func:`memory_bound`).
@@ -248,7 +248,7 @@ def _lse(logits):
     return out
 
 
-def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[list, int]:
+def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False, states: bool = False) -> tuple:
     """One forward pass over the rows of ``items`` (one row per ``group``) on the cached root ``rid``.
 
     Parameters
@@ -263,12 +263,18 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[
     items : list of judge.engine.Item
     grad : bool
         Keep the autograd graph (results are torch tensors).
+    states : bool
+        Also read each item's answer-slot state from this same pass: the decoder's final-layer
+        output (``model.get_decoder()``, after its final norm; no LM head) at the prompt's last
+        token, the position every option's first token is predicted from.
 
     Returns
     -------
     results : list of ndarray of float64 (or torch.Tensor when ``grad``), shape (K_i,)
     fed : int
         Tokens fed.
+    hidden : ndarray of float64, shape (len(items), d)
+        Only with ``states``: the answer-slot states (NaN rows for an item whose options are all empty).
 
     Examples
     --------
@@ -278,6 +284,8 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[
     >>> res, fed = tree_pass(eng.model_, eng.mask_plan_, eng.dtype_, ((), None), [Item([1, 2, 3], [[7], [8, 9]])])
     >>> res[0].shape, fed
     ((2,), 4)
+    >>> tree_pass(eng.model_, eng.mask_plan_, eng.dtype_, ((), None), [Item([1, 2, 3], [[7]])], states=True)[2].shape
+    (1, 64)
     """
     import contextlib
 
@@ -306,6 +314,10 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[
         cols = [index[b][n] for n in r]
         keep[b, : len(cols)] = torch.as_tensor(cols, dtype=torch.long)
         keep[b, len(cols):] = cols[-1] if cols else 0
+    slots = [(b, slot.query, next((index[b][int(row.parent[p[0]])] for p in slot.option_paths if p), None))
+             for b, row in enumerate(rows) for slot in row.slots] if states else []
+    captured: list = []
+    hook = _answer_slot_hook(model, slots, captured) if states else None
     kind, plan = mask_plan
     mask = tree_masks(rows, fed, R, plan, kind, dtype, dev)
     cache = DynamicCache()
@@ -314,8 +326,12 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[
             cache.update(k.expand(B, *k.shape[1:]), v.expand(B, *v.shape[1:]), i)
     mode = contextlib.nullcontext() if grad else torch.inference_mode()
     with mode, native_gqa(dev):
-        out = model(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos.to(dev), use_cache=not grad,
-                    logits_to_keep=keep.to(dev), **{cache_keyword(model): cache})
+        try:
+            out = model(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos.to(dev), use_cache=not grad,
+                        logits_to_keep=keep.to(dev), **{cache_keyword(model): cache})
+        finally:
+            if hook is not None:
+                hook.remove()
         del mask, cache
         logits = _logits_of(out).reshape(B, P, -1)
         del out
@@ -341,7 +357,56 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False) -> tuple[
                 if len(full):
                     res[full] = np.add.reduceat(lp, np.r_[0, np.cumsum(lens)[:-1]][full])
                 results[slot.query] = res
-    return results, int(sum(len(f) for f in fed))
+    if not states:
+        return results, int(sum(len(f) for f in fed))
+    hidden = np.full((len(items), captured[0].shape[1]), np.nan)
+    for (_, query, at), h in zip(slots, captured[0]):
+        if at is not None:
+            hidden[query] = h
+    return results, int(sum(len(f) for f in fed)), hidden
+
+
+def self_check_probe(mask_plan, special, n_vocab: int) -> tuple[list, list, int | None]:
+    """The engine's self-check probe: (root ids, three items, the smallest sliding window or None).
+
+    A root longer than the smallest sliding window (24 tokens without one), random non-special
+    tokens (seeded); items 0 and 2 share one row and the whole root, item 1 sees half of it.
+
+    Examples
+    --------
+    >>> root, items, w = self_check_probe(("single", {None: None}), [False] * 100, 100)
+    >>> len(root), [len(it.options) for it in items], w
+    (24, [4, 4, 4], None)
+    """
+    from judge.engine.protocol import Item
+
+    windows = [w for w in mask_plan[1].values() if w]
+    w = min(windows) if windows else None
+    n_root = (w + 8) if (w and w <= 2048) else 24
+    pool = np.flatnonzero(~np.asarray(special, bool))
+    toks = [int(t) for t in np.random.default_rng(0).choice(pool[pool < n_vocab], n_root + 40)]
+    root = toks[:n_root]
+    opts = [toks[n_root:n_root + 1], toks[n_root:n_root + 3], toks[n_root + 3:n_root + 5], toks[n_root + 5:n_root + 6]]
+    items = [Item(root + toks[n_root + 6:n_root + 11], opts, group=0),
+             Item(root[: n_root // 2] + toks[n_root + 11:n_root + 20], opts, group=1),
+             Item(root + toks[n_root + 20:n_root + 22], opts, group=0)]
+    return root, items, w
+
+
+def _answer_slot_hook(model, slots, captured: list):
+    """A forward hook on the decoder that keeps its final-layer output at each slot's answer position.
+
+    ``slots``: (row, query, fed index of the prompt's last token or None); ``captured`` receives the
+    (len(slots), d) float64 rows, gathered inside the hook (the (B, N, d) output is not kept)."""
+    import torch
+
+    def keep(module, args, output):
+        h = output[0] if isinstance(output, tuple) else output.last_hidden_state
+        b = torch.as_tensor([r for r, _, at in slots], dtype=torch.long, device=h.device)
+        j = torch.as_tensor([at if at is not None else 0 for _, _, at in slots], dtype=torch.long, device=h.device)
+        captured[:] = [h[b, j].detach().double().cpu().numpy()]
+
+    return model.get_decoder().register_forward_hook(keep)
 
 
 # ----------------------------------------------------------------------------- memory

@@ -18,8 +18,9 @@ check with ``isinstance`` before they use it (and refuse clearly when it is miss
 :class:`RootCaching` (keep the shared instructions' key/values), :class:`LocalModel` (the model
 object in this process), :class:`TokenVocabulary` (the tokens' bytes and end tokens),
 :class:`TreeSearch` (the certified search),
-:class:`Training` (differentiable scores), :class:`MemoryBounded` (the most memory a call can
-take), :class:`Lowering` (its ``score`` is ``score_items`` of :func:`lower_queries`). No code
+:class:`Training` (differentiable scores), :class:`HiddenStates` (the prompts' hidden states,
+and each item's answer-slot state read from its scoring pass), :class:`MemoryBounded` (the most
+memory a call can take), :class:`Lowering` (its ``score`` is ``score_items`` of :func:`lower_queries`). No code
 outside :mod:`judge.engine` uses a scorer's member that the protocol or a
 capability does not declare (tests/test_layout.py checks it).
 
@@ -33,7 +34,7 @@ from typing import Protocol, runtime_checkable
 
 __all__ = ["Query", "Item", "Scorer", "Lowering", "lowers", "Closing", "OPTION_CONTEXT_CHARS", "option_context", "row_key",
            "lower_queries", "default_root", "RootCaching", "LocalModel", "TokenVocabulary", "TreeSearch", "Training",
-           "MemoryBounded", "CAPABILITIES"]
+           "HiddenStates", "MemoryBounded", "CAPABILITIES"]
 
 
 #: How much of a prompt's end an option is tokenized after: an option's tokens can depend on what
@@ -387,6 +388,29 @@ class Training(Protocol):
 
 
 @runtime_checkable
+class HiddenStates(Protocol):
+    """Capability: the model's final-layer states of lowered items (``fit``'s features, decision profiles).
+
+    ``hidden_states``: each item's prompt state at its last token (the answer slot) or mean-pooled;
+    ``score_items_states``: ``score_items`` and the answer-slot states read from that same forward
+    pass (a fitted profile answers a request in the one pass that scores it).
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import Reference, tiny_pair
+    >>> isinstance(Engine(*tiny_pair()), HiddenStates), isinstance(Reference(*tiny_pair()), HiddenStates)
+    (True, True)
+    """
+
+    def hidden_states(self, items, *, root=(), pooling: str = "last", batch_size: int = 16):
+        """(n, d) float64: each item's prompt state at its last token (``"last"``) or mean-pooled."""
+
+    def score_items_states(self, items, *, root=(), batch_size: int = 8, pack: int = 1) -> tuple:
+        """(``score_items``' list, (n, d) answer-slot states), from one forward pass where the scorer can."""
+
+
+@runtime_checkable
 class MemoryBounded(Protocol):
     """Capability: the most memory one scoring call can take, by part (a server sizes itself on it).
 
@@ -404,4 +428,4 @@ class MemoryBounded(Protocol):
 
 
 #: Every capability a scorer may have beside the :class:`Scorer` protocol.
-CAPABILITIES = (Lowering, RootCaching, LocalModel, TokenVocabulary, TreeSearch, Training, MemoryBounded)
+CAPABILITIES = (Lowering, RootCaching, LocalModel, TokenVocabulary, TreeSearch, Training, HiddenStates, MemoryBounded)

@@ -1,8 +1,8 @@
 """The one reference scorer: brute force that shares no code with the engine.
 
 :class:`Reference` answers the same :class:`~judge.engine.protocol.Scorer` calls as
-:class:`judge.engine.Engine` (``score``, ``score_items``, ``encode``, ``option_ids``) in the
-simplest way that can be right:
+:class:`judge.engine.Engine` (``score``, ``score_items``, ``encode``, ``option_ids``, and the
+``HiddenStates`` capability) in the simplest way that can be right:
 
 * a prompt is tokenized as one string in its own way: the template's control tokens are
   cut out (they are the only special tokens), every stretch between them is tokenized with
@@ -12,7 +12,9 @@ simplest way that can be right:
 * ``end_token="auto"`` appends the end token to an option whose tokens are a prefix of
   another option's (the engine's policy, recomputed on this tokenization);
 * one plain causal forward pass per option over the whole sequence — no cache, no custom
-  mask — and a float64 log-softmax summed over the option's tokens.
+  mask — and a float64 log-softmax summed over the option's tokens;
+* a prompt's hidden state: one plain pass of the decoder (``model.get_decoder()``) over the
+  prompt alone, its output at the last token (or its mean over the tokens).
 
 So every exactness test reads ``assert_allclose(Engine(m, t).score(q), Reference(m, t).score(q))``.
 ``reference_logprobs``, ``reference_logprobs_ids`` and ``classifier_reference`` are the same
@@ -234,6 +236,36 @@ class Reference:
             res.append(np.asarray(vals, np.float64))
         self.last_usage_ = {"input_tokens": fed}
         return res
+
+    def hidden_states(self, items, *, root=(), pooling: str = "last", batch_size: int = 16) -> np.ndarray:
+        """Each item's prompt state from one plain decoder pass over its ``ids`` alone: (n, d) float64.
+
+        ``pooling``: the last token's (``"last"``) or the mean over the prompt (``"mean"``); ``root`` and
+        ``batch_size`` are accepted and ignored (no cache, no batch).
+
+        Examples
+        --------
+        >>> from judge.testing import tiny_pair
+        >>> from types import SimpleNamespace as It
+        >>> Reference(*tiny_pair()).hidden_states([It(ids=[1, 2, 3], options=[[7]])]).shape
+        (1, 64)
+        """
+        import torch
+
+        if pooling not in ("last", "mean"):
+            raise ValueError(f"pooling must be 'last' or 'mean', got {pooling!r}.")
+        device = next(self.model_.parameters()).device
+        out = []
+        for it in items:
+            with torch.no_grad():
+                h = self.model_.get_decoder()(input_ids=torch.tensor([list(it.ids)], device=device)).last_hidden_state[0]
+            out.append((h[-1] if pooling == "last" else h.mean(0)).double().cpu().numpy())
+        return np.stack(out) if out else np.zeros((0, int(self.model_.config.get_text_config().hidden_size)))
+
+    def score_items_states(self, items, *, root=(), batch_size: int = 8, pack: int = 1) -> tuple:
+        """(:meth:`score_items`, :meth:`hidden_states`), each by its own plain passes."""
+        items = list(items)
+        return self.score_items(items), self.hidden_states(items)
 
 
 def reference_logprobs_ids(model, prompt_ids, continuation_ids) -> np.ndarray:
