@@ -224,14 +224,22 @@ class LinearHead:
             logits = logits + self.similarity_scale * _centred(np.asarray(similarity, np.float64))
         return _log_softmax(logits)
 
-    def decision_function(self, clf, texts, base_scores) -> np.ndarray:
+    def decision_function(self, clf, texts, base_scores, scores_states=None) -> np.ndarray:
         """What ``Classifier.decision_function`` returns once this head is fitted: (n, K) log-probabilities.
 
-        ``base_scores(texts)`` gives the zero-shot scores (called only when the head uses them).
+        ``base_scores(texts)`` gives the zero-shot scores (called only when the head uses them);
+        ``scores_states(texts)``, optional, gives them with the answer-slot states of the same model
+        pass (or None for the states), so a head reading both runs the model once.
         """
         from judge.adaptation.features import text_features
 
-        feats = text_features(clf, texts, [b for b in self.block_names if b != "tfidf"], embedder=self.embedder)
+        blocks, feats = [b for b in self.block_names if b != "tfidf"], {}
+        if self.uses_scores and "hidden" in blocks and scores_states is not None:
+            s, H = scores_states(texts)
+            if H is not None:
+                feats["hidden"], blocks = H, [b for b in blocks if b != "hidden"]
+            base_scores = lambda _: s  # noqa: E731 - the scores of that same pass
+        feats.update(text_features(clf, texts, blocks, embedder=self.embedder))
         if self.tfidf is not None:
             feats["tfidf"] = self.tfidf.encode(texts)
         sim = None
