@@ -82,7 +82,8 @@ _ENGINE_TESTS = ["tests/test_classifier.py", "tests/test_search.py", "tests/test
                  "tests/test_server_limits.py::test_plan_covers_every_option_once_within_the_budgets",
                  "tests/test_server_limits.py::test_blockwise_masks_equal_the_naive_mask",
                  "tests/test_server_limits.py::test_engine_refuses_positions_past_the_context"]
-_AUTOMATON_TESTS = ["tests/test_trie.py", "tests/test_vocab.py", "tests/test_token_classes.py"]
+_AUTOMATON_TESTS = ["tests/automaton/test_trie.py", "tests/automaton/test_vocab.py",
+                    "tests/automaton/test_token_classes.py"]
 _CALIBRATION_TESTS = ["tests/test_calibration.py", "tests/test_calibrated_classifier.py"]
 _COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/test_search.py"]
 # the engine-level drawn property (it never reaches the compiled set) and the two-minute default-decode_above check
@@ -121,8 +122,9 @@ MODULES = {
     "engine.options": Module("judge/engine/options.py", _ENGINE_TESTS),
     "automaton.trie": Module("judge/automaton/trie.py", _AUTOMATON_TESTS),
     "automaton.vocab": Module("judge/automaton/vocab.py", _AUTOMATON_TESTS),
-    "automaton.kernels": Module("judge/automaton/_kernels.py", ["tests/test_trie.py", "tests/test_token_classes.py",
-                                                               "tests/test_kernels_fresh.py"],
+    "automaton.kernels": Module("judge/automaton/_kernels.py", ["tests/automaton/test_trie.py",
+                                                               "tests/automaton/test_token_classes.py",
+                                                               "tests/automaton/test_kernels.py"],
                                 env={"NUMBA_DISABLE_JIT": "1"}),
     "calibration.bias": Module("judge/calibration/bias.py", _CALIBRATION_TESTS),
     "calibration.temperature": Module("judge/calibration/temperature.py", _CALIBRATION_TESTS),
