@@ -76,8 +76,8 @@ REPO = Path(__file__).resolve().parents[1]
 EQUIVALENT = REPO / "bench" / "mutation_equivalent.json"
 MUTMUT = "mutmut==3.8.1"
 
-_ENGINE_TESTS = ["tests/test_classifier.py", "tests/test_search.py", "tests/test_architectures.py",
-                 "tests/test_engine_passes.py",
+_ENGINE_TESTS = ["tests/test_classifier.py", "tests/engine/test_search.py", "tests/test_architectures.py",
+                 "tests/engine/test_passes.py",
                  "tests/test_server_limits.py::test_split_rows_score_as_one_row",
                  "tests/test_server_limits.py::test_plan_covers_every_option_once_within_the_budgets",
                  "tests/test_server_limits.py::test_blockwise_masks_equal_the_naive_mask",
@@ -85,11 +85,11 @@ _ENGINE_TESTS = ["tests/test_classifier.py", "tests/test_search.py", "tests/test
 _AUTOMATON_TESTS = ["tests/automaton/test_trie.py", "tests/automaton/test_vocab.py",
                     "tests/automaton/test_token_classes.py"]
 _CALIBRATION_TESTS = ["tests/test_calibration.py", "tests/test_calibrated_classifier.py"]
-_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/test_search.py"]
+_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/engine/test_search.py"]
 # the engine-level drawn property (it never reaches the compiled set) and the two-minute default-decode_above check
 # (its fast twin, test_every_path_answers_by_one_definition_above_and_below_decode_above, runs)
-_COMPILED_SKIP = ["tests/test_search.py::test_certified_search_equals_full_exact_drawn",
-                  "tests/test_search.py::test_thousands_of_tool_names_answer_by_one_definition_at_the_default_decode_above"]
+_COMPILED_SKIP = ["tests/engine/test_search.py::test_certified_search_equals_full_exact_drawn",
+                  "tests/engine/test_search.py::test_thousands_of_tool_names_answer_by_one_definition_at_the_default_decode_above"]
 _GUARD_TESTS = ["tests/test_decisions_guard.py", "tests/test_decisions_guard_methods.py"]
 # the server tests that time, measure memory or start a subprocess: slow, and they add nothing that
 # the in-process tests of admission do not check
@@ -110,7 +110,7 @@ class Module:
 
 
 MODULES = {
-    "engine.search": Module("judge/engine/search.py", ["tests/test_search.py"], 0.9),
+    "engine.search": Module("judge/engine/search.py", ["tests/engine/test_search.py"], 0.9),
     "calibration.state": Module("judge/calibration/state.py", ["tests/test_calibration.py", "tests/test_fit.py"], 0.9),
     "server.admission": Module("judge/server/admission.py", ["tests/test_admission.py", "tests/test_server_limits.py",
                                                              "tests/test_server.py", "tests/test_server_guard.py"],
