@@ -78,10 +78,10 @@ MUTMUT = "mutmut==3.8.1"
 
 _ENGINE_TESTS = ["tests/test_classifier.py", "tests/engine/test_search.py", "tests/test_architectures.py",
                  "tests/engine/test_passes.py",
-                 "tests/test_server_limits.py::test_split_rows_score_as_one_row",
-                 "tests/test_server_limits.py::test_plan_covers_every_option_once_within_the_budgets",
-                 "tests/test_server_limits.py::test_blockwise_masks_equal_the_naive_mask",
-                 "tests/test_server_limits.py::test_engine_refuses_positions_past_the_context"]
+                 "tests/server/test_limits.py::test_split_rows_score_as_one_row",
+                 "tests/server/test_limits.py::test_plan_covers_every_option_once_within_the_budgets",
+                 "tests/server/test_limits.py::test_blockwise_masks_equal_the_naive_mask",
+                 "tests/server/test_limits.py::test_engine_refuses_positions_past_the_context"]
 _AUTOMATON_TESTS = ["tests/automaton/test_trie.py", "tests/automaton/test_vocab.py",
                     "tests/automaton/test_token_classes.py"]
 _CALIBRATION_TESTS = ["tests/test_calibration.py", "tests/test_calibrated_classifier.py"]
@@ -93,11 +93,11 @@ _COMPILED_SKIP = ["tests/engine/test_search.py::test_certified_search_equals_ful
 _GUARD_TESTS = ["tests/test_decisions_guard.py", "tests/test_decisions_guard_methods.py"]
 # the server tests that time, measure memory or start a subprocess: slow, and they add nothing that
 # the in-process tests of admission do not check
-_SERVER_SKIP = ["tests/test_server_limits.py::test_peak_memory_of_the_largest_requests_stays_under_the_documented_bound",
-                "tests/test_server_limits.py::test_sigterm_lets_the_request_in_flight_finish",
-                "tests/test_server_limits.py::test_a_flood_of_oversized_requests_does_not_hold_up_a_small_one",
-                "tests/test_server_limits.py::test_a_client_that_disconnects_has_its_waiting_work_dropped",
-                "tests/test_server_limits.py::test_a_small_request_is_served_in_turn_with_a_large_one"]
+_SERVER_SKIP = ["tests/server/test_limits.py::test_peak_memory_of_the_largest_requests_stays_under_the_documented_bound",
+                "tests/server/test_limits.py::test_sigterm_lets_the_request_in_flight_finish",
+                "tests/server/test_limits.py::test_a_flood_of_oversized_requests_does_not_hold_up_a_small_one",
+                "tests/server/test_limits.py::test_a_client_that_disconnects_has_its_waiting_work_dropped",
+                "tests/server/test_limits.py::test_a_small_request_is_served_in_turn_with_a_large_one"]
 
 
 @dataclass
@@ -112,8 +112,8 @@ class Module:
 MODULES = {
     "engine.search": Module("judge/engine/search.py", ["tests/engine/test_search.py"], 0.9),
     "calibration.state": Module("judge/calibration/state.py", ["tests/test_calibration.py", "tests/test_fit.py"], 0.9),
-    "server.admission": Module("judge/server/admission.py", ["tests/test_admission.py", "tests/test_server_limits.py",
-                                                             "tests/test_server.py", "tests/test_server_guard.py"],
+    "server.admission": Module("judge/server/admission.py", ["tests/server/test_admission.py", "tests/server/test_limits.py",
+                                                             "tests/server/test_app.py", "tests/server/test_guard.py"],
                                0.9, deselect=_SERVER_SKIP),
     "adaptation.head": Module("judge/adaptation/head.py", ["tests/test_fit.py", "tests/test_baselines_beside.py"], 0.9),
     "engine.passes": Module("judge/engine/passes.py", _ENGINE_TESTS),
