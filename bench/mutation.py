@@ -90,7 +90,7 @@ _COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests
 # (its fast twin, test_every_path_answers_by_one_definition_above_and_below_decode_above, runs)
 _COMPILED_SKIP = ["tests/engine/test_search.py::test_certified_search_equals_full_exact_drawn",
                   "tests/engine/test_search.py::test_thousands_of_tool_names_answer_by_one_definition_at_the_default_decode_above"]
-_GUARD_TESTS = ["tests/test_decisions_guard.py", "tests/test_decisions_guard_methods.py"]
+_GUARD_TESTS = ["tests/decisions/test_guard.py", "tests/decisions/test_guard_methods.py"]
 # the server tests that time, measure memory or start a subprocess: slow, and they add nothing that
 # the in-process tests of admission do not check
 _SERVER_SKIP = ["tests/server/test_limits.py::test_peak_memory_of_the_largest_requests_stays_under_the_documented_bound",
@@ -130,16 +130,16 @@ MODULES = {
     "calibration.temperature": Module("judge/calibration/temperature.py", _CALIBRATION_TESTS),
     "calibration.abstention": Module("judge/calibration/abstention.py", _CALIBRATION_TESTS),
     "calibration.conformal": Module("judge/calibration/conformal.py", _CALIBRATION_TESTS),
-    "decisions.calibration": Module("judge/decisions/calibration.py", ["tests/test_decisions.py"]),
-    "decisions.decider": Module("judge/decisions/decider.py", ["tests/test_decisions.py"]),
-    "decisions.priors": Module("judge/decisions/priors.py", ["tests/test_decisions.py"]),
-    "decisions.prompts": Module("judge/decisions/prompts.py", ["tests/test_decisions.py"]),
-    "decisions.questions": Module("judge/decisions/questions.py", ["tests/test_decisions.py"]),
+    "decisions.calibration": Module("judge/decisions/calibration.py", ["tests/decisions/test_decider.py"]),
+    "decisions.decider": Module("judge/decisions/decider.py", ["tests/decisions/test_decider.py"]),
+    "decisions.priors": Module("judge/decisions/priors.py", ["tests/decisions/test_decider.py"]),
+    "decisions.prompts": Module("judge/decisions/prompts.py", ["tests/decisions/test_decider.py"]),
+    "decisions.questions": Module("judge/decisions/questions.py", ["tests/decisions/test_decider.py"]),
     "calibration.metrics": Module("judge/calibration/metrics.py", ["tests/test_calibration.py"]),
     "compiled": Module("judge/compiled.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "label_paths": Module("judge/label_paths.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "decisions.guard": Module("judge/decisions/guard.py", _GUARD_TESTS),
-    "decisions.fusion": Module("judge/decisions/fusion.py", ["tests/test_decisions_fusion.py"]),
+    "decisions.fusion": Module("judge/decisions/fusion.py", ["tests/decisions/test_fusion.py"]),
     "fusion": Module("judge/fusion.py", ["tests/test_zero_shot_default.py", "tests/test_calibrated_classifier.py"]),
     "transductive": Module("judge/transductive.py", ["tests/test_zero_shot_default.py"]),
     "calibrated": Module("judge/calibrated.py",
