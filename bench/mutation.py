@@ -84,7 +84,7 @@ _ENGINE_TESTS = ["tests/test_classifier.py", "tests/engine/test_search.py", "tes
                  "tests/server/test_limits.py::test_engine_refuses_positions_past_the_context"]
 _AUTOMATON_TESTS = ["tests/automaton/test_trie.py", "tests/automaton/test_vocab.py",
                     "tests/automaton/test_token_classes.py"]
-_CALIBRATION_TESTS = ["tests/test_calibration.py", "tests/test_calibrated_classifier.py"]
+_CALIBRATION_TESTS = ["tests/calibration/test_calibration.py", "tests/test_calibrated.py"]
 _COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/engine/test_search.py"]
 # the engine-level drawn property (it never reaches the compiled set) and the two-minute default-decode_above check
 # (its fast twin, test_every_path_answers_by_one_definition_above_and_below_decode_above, runs)
@@ -111,7 +111,7 @@ class Module:
 
 MODULES = {
     "engine.search": Module("judge/engine/search.py", ["tests/engine/test_search.py"], 0.9),
-    "calibration.state": Module("judge/calibration/state.py", ["tests/test_calibration.py", "tests/test_fit.py"], 0.9),
+    "calibration.state": Module("judge/calibration/state.py", ["tests/calibration/test_calibration.py", "tests/test_fit.py"], 0.9),
     "server.admission": Module("judge/server/admission.py", ["tests/server/test_admission.py", "tests/server/test_limits.py",
                                                              "tests/server/test_app.py", "tests/server/test_guard.py"],
                                0.9, deselect=_SERVER_SKIP),
@@ -135,12 +135,12 @@ MODULES = {
     "decisions.priors": Module("judge/decisions/priors.py", ["tests/decisions/test_decider.py"]),
     "decisions.prompts": Module("judge/decisions/prompts.py", ["tests/decisions/test_decider.py"]),
     "decisions.questions": Module("judge/decisions/questions.py", ["tests/decisions/test_decider.py"]),
-    "calibration.metrics": Module("judge/calibration/metrics.py", ["tests/test_calibration.py"]),
+    "calibration.metrics": Module("judge/calibration/metrics.py", ["tests/calibration/test_calibration.py"]),
     "compiled": Module("judge/compiled.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "label_paths": Module("judge/label_paths.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "decisions.guard": Module("judge/decisions/guard.py", _GUARD_TESTS),
     "decisions.fusion": Module("judge/decisions/fusion.py", ["tests/decisions/test_fusion.py"]),
-    "fusion": Module("judge/fusion.py", ["tests/test_zero_shot_default.py", "tests/test_calibrated_classifier.py"]),
+    "fusion": Module("judge/fusion.py", ["tests/test_zero_shot_default.py", "tests/test_calibrated.py"]),
     "transductive": Module("judge/transductive.py", ["tests/test_zero_shot_default.py"]),
     "calibrated": Module("judge/calibrated.py",
                                     [*_CALIBRATION_TESTS, "tests/test_zero_shot_default.py"]),
