@@ -111,11 +111,11 @@ class Module:
 
 MODULES = {
     "engine.search": Module("judge/engine/search.py", ["tests/engine/test_search.py"], 0.9),
-    "calibration.state": Module("judge/calibration/state.py", ["tests/calibration/test_calibration.py", "tests/test_fit.py"], 0.9),
+    "calibration.state": Module("judge/calibration/state.py", ["tests/calibration/test_calibration.py", "tests/adaptation/test_fit.py"], 0.9),
     "server.admission": Module("judge/server/admission.py", ["tests/server/test_admission.py", "tests/server/test_limits.py",
                                                              "tests/server/test_app.py", "tests/server/test_guard.py"],
                                0.9, deselect=_SERVER_SKIP),
-    "adaptation.head": Module("judge/adaptation/head.py", ["tests/test_fit.py", "tests/test_baselines_beside.py"], 0.9),
+    "adaptation.head": Module("judge/adaptation/head.py", ["tests/adaptation/test_fit.py", "tests/test_baselines_beside.py"], 0.9),
     "engine.passes": Module("judge/engine/passes.py", _ENGINE_TESTS),
     "engine.forest": Module("judge/engine/forest.py", _ENGINE_TESTS),
     "engine.masks": Module("judge/engine/masks.py", _ENGINE_TESTS),
