@@ -140,10 +140,10 @@ MODULES = {
     "label_paths": Module("judge/label_paths.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "decisions.guard": Module("judge/decisions/guard.py", _GUARD_TESTS),
     "decisions.fusion": Module("judge/decisions/fusion.py", ["tests/decisions/test_fusion.py"]),
-    "fusion": Module("judge/fusion.py", ["tests/test_zero_shot_default.py", "tests/test_calibrated.py"]),
-    "transductive": Module("judge/transductive.py", ["tests/test_zero_shot_default.py"]),
+    "fusion": Module("judge/fusion.py", ["tests/test_fusion.py", "tests/test_calibrated.py"]),
+    "transductive": Module("judge/transductive.py", ["tests/test_fusion.py"]),
     "calibrated": Module("judge/calibrated.py",
-                                    [*_CALIBRATION_TESTS, "tests/test_zero_shot_default.py"]),
+                                    [*_CALIBRATION_TESTS, "tests/test_fusion.py"]),
 }
 GROUPS = {"high": [k for k, m in MODULES.items() if m.target >= 0.9], "all": list(MODULES)}
 
