@@ -85,7 +85,8 @@ _ENGINE_TESTS = ["tests/test_classifier.py", "tests/engine/test_search.py", "tes
 _AUTOMATON_TESTS = ["tests/automaton/test_trie.py", "tests/automaton/test_vocab.py",
                     "tests/automaton/test_token_classes.py"]
 _CALIBRATION_TESTS = ["tests/calibration/test_calibration.py", "tests/test_calibrated.py"]
-_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/engine/test_search.py"]
+_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py",
+                   "tests/engine/test_search.py"]
 # the engine-level drawn property (it never reaches the compiled set) and the two-minute default-decode_above check
 # (its fast twin, test_every_path_answers_by_one_definition_above_and_below_decode_above, runs)
 _COMPILED_SKIP = ["tests/engine/test_search.py::test_certified_search_equals_full_exact_drawn",
@@ -111,11 +112,14 @@ class Module:
 
 MODULES = {
     "engine.search": Module("judge/engine/search.py", ["tests/engine/test_search.py"], 0.9),
-    "calibration.state": Module("judge/calibration/state.py", ["tests/calibration/test_calibration.py", "tests/adaptation/test_fit.py"], 0.9),
-    "server.admission": Module("judge/server/admission.py", ["tests/server/test_admission.py", "tests/server/test_limits.py",
-                                                             "tests/server/test_app.py", "tests/server/test_guard.py"],
+    "calibration.state": Module("judge/calibration/state.py", ["tests/calibration/test_calibration.py",
+                                                               "tests/adaptation/test_fit.py"], 0.9),
+    "server.admission": Module("judge/server/admission.py", ["tests/server/test_admission.py",
+                                                             "tests/server/test_limits.py", "tests/server/test_app.py",
+                                                             "tests/server/test_guard.py"],
                                0.9, deselect=_SERVER_SKIP),
-    "adaptation.head": Module("judge/adaptation/head.py", ["tests/adaptation/test_fit.py", "tests/test_baselines_beside.py"], 0.9),
+    "adaptation.head": Module("judge/adaptation/head.py", ["tests/adaptation/test_fit.py",
+                                                           "tests/test_baselines_beside.py"], 0.9),
     "engine.passes": Module("judge/engine/passes.py", _ENGINE_TESTS),
     "engine.forest": Module("judge/engine/forest.py", _ENGINE_TESTS),
     "engine.masks": Module("judge/engine/masks.py", _ENGINE_TESTS),
