@@ -148,6 +148,9 @@ MODULES = {
     "transductive": Module("judge/transductive.py", ["tests/test_fusion.py"]),
     "calibrated": Module("judge/calibrated.py",
                                     [*_CALIBRATION_TESTS, "tests/test_fusion.py"]),
+    "server.routes": Module("judge/server/routes.py", ["tests/server/test_routes.py", "tests/server/test_admission.py"]),
+    "engine.states": Module("judge/engine/states.py", ["tests/test_architectures.py", "tests/adaptation/test_fit.py"]),
+    "decisions.profiles": Module("judge/decisions/profiles.py", ["tests/decisions/test_profiles.py"]),
 }
 GROUPS = {"high": [k for k, m in MODULES.items() if m.target >= 0.9], "all": list(MODULES)}
 

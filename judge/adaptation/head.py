@@ -227,18 +227,14 @@ class LinearHead:
     def decision_function(self, clf, texts, base_scores, scores_states=None) -> np.ndarray:
         """What ``Classifier.decision_function`` returns once this head is fitted: (n, K) log-probabilities.
 
-        ``base_scores(texts)`` gives the zero-shot scores (called only when the head uses them);
-        ``scores_states(texts)``, optional, gives them with the answer-slot states of the same model
-        pass (or None for the states), so a head reading both runs the model once.
-        """
+        ``base_scores(texts)``: the zero-shot scores (called only when the head uses them); ``scores_states(texts)``,
+        optional: them and the answer-slot states of the same pass (or None), so the model runs once."""
         from judge.adaptation.features import text_features
 
-        blocks, feats = [b for b in self.block_names if b != "tfidf"], {}
+        blocks, feats, s = [b for b in self.block_names if b != "tfidf"], {}, None
         if self.uses_scores and "hidden" in blocks and scores_states is not None:
             s, H = scores_states(texts)
-            if H is not None:
-                feats["hidden"], blocks = H, [b for b in blocks if b != "hidden"]
-            base_scores = lambda _: s  # noqa: E731 - the scores of that same pass
+            feats, blocks = ({"hidden": H}, [b for b in blocks if b != "hidden"]) if H is not None else ({}, blocks)
         feats.update(text_features(clf, texts, blocks, embedder=self.embedder))
         if self.tfidf is not None:
             feats["tfidf"] = self.tfidf.encode(texts)
@@ -248,7 +244,7 @@ class LinearHead:
             from judge.fusion import label_similarity
 
             sim = label_similarity(get_encoder(self.embedder), texts, self.label_vectors)
-        s = base_scores(texts) if self.uses_scores else None
+        s = base_scores(texts) if self.uses_scores and s is None else s
         return self.log_proba(s, feats, sim)
 
     def arrays(self) -> dict:
