@@ -151,3 +151,25 @@ def test_cascade_rejects_bad_fallback(clf, tiny_llama):
         Cascade(clf, other)
     with pytest.raises(ValueError, match=r"threshold must be a probability in \[0, 1\], got 3"):
         Cascade(clf, other.predict, threshold=3)
+
+
+def test_the_calibrated_halfs_functions_on_the_classifiers_state(tiny_llama):
+    """What the Classifier's calls take from judge.calibrated (issue 40's facade): offset_scores with the states of
+    the same pass, the batch prior from two texts on, a contextual calibrate without an embedder, predict_records'
+    top_k, and the cross-fitted figures in the report."""
+    from judge.calibrated import offset_scores
+
+    model, tok = tiny_llama
+    clf = Classifier(LABELS, model, tokenizer=tok, method="exact", embedder=None)
+    three = TEST[:3]
+    s, H = offset_scores(clf, three, states=True)
+    np.testing.assert_array_equal(s, offset_scores(clf, three))
+    assert H.shape == (3, model.config.hidden_size)
+    batch = Classifier(LABELS, model, tokenizer=tok, prior="batch", embedder=None)
+    assert batch.prior_for(2) == "batch" and batch.prior_for(1) == "contextual"
+    texts, y = zip(*TRAIN)
+    with pytest.warns(UserWarning):
+        clf.calibrate(list(texts), list(y), bias="contextual")
+    assert {"cross_fitted", "warnings"} <= set(clf.calibration_report_)
+    recs = clf.predict_records(TEST, top_k=2)
+    assert [len(r["probabilities"]) for r in recs] == [2] * len(TEST)

@@ -124,3 +124,19 @@ def test_route_named_refuses_an_unknown_name():
     assert route_named("decisions") is DECISIONS
     with pytest.raises(ValueError, match="the routes are"):
         route_named("classify")
+
+
+def test_served_extensions_say_what_the_request_cost_rounded_to_the_microsecond():
+    s = Served({}, 10, batch_tokens=40, batch_requests=3, jobs=2, compute_ms=1.23456, total_ms=2.34567, admit_ms=0.98765)
+    assert s.extensions() == {"x_batch_requests": 3, "x_batch_input_tokens": 40, "x_compute_ms": 1.235,
+                              "x_total_ms": 2.346, "x_admit_ms": 0.988, "x_jobs": 2}
+
+
+def test_the_decisions_route_renders_the_extensions(decider):
+    a = Answer("choice", {"Billing": 0.75, "Technical": 0.25}, choice="Billing", confidence=0.5)
+    req = DECISIONS.request.model_validate({"model": "m", "input": "hi", "questions": [
+        {"type": "choice", "name": "team", "instructions": "Which?", "choices": [{"value": "Billing"},
+                                                                                {"value": "Technical"}]}]})
+    body = DECISIONS.render(req, Served({"0": a}, 5, jobs=1), model="m", extensions={"x_jobs": 1})
+    assert body["x_jobs"] == 1 and body["answers"][0]["choice"] == "Billing"
+    assert "x_jobs" not in DECISIONS.render(req, Served({"0": a}, 5), model="m", extensions=None)
