@@ -203,6 +203,8 @@ def test_answer_slot_states_from_the_scoring_pass_equal_the_reference(arch, smol
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(H, want, atol=1e-4, rtol=1e-4, err_msg=f"{arch} path={eng.path_}")
     np.testing.assert_allclose(eng.hidden_states(items), want, atol=1e-4, rtol=1e-4, err_msg=arch)
+    rooted = eng.hidden_states(items, root=items[0].ids[:8])  # the root's keys/values computed once, then reused
+    np.testing.assert_allclose(rooted, want, atol=1e-4, rtol=1e-4, err_msg=f"{arch} with a root")
     assert H.shape == (len(items), model.config.get_text_config().hidden_size)
 
 
