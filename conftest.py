@@ -32,7 +32,7 @@ NEEDS = {"judge.backends.vllm.VLLMScorer": _VLLM,
 
 
 #: doctests that start a local Ray cluster and actors (1-2 minutes each on a loaded 2-core machine):
-#: run with ``-m slow``; tests/test_distributed.py covers the same calls in the default run
+#: run with ``-m slow``; tests/distributed/test_data.py covers the same calls in the default run
 SLOW = {"judge.distributed.data.classify_dataset", "judge.distributed.data.classify_files",
         "judge.distributed.data.decide_dataset", "judge.distributed.data.read_inputs"}
 

@@ -11,7 +11,7 @@ with every byte value, and single-character labels; the end tokens of each token
 detected ones plus, in one case, a second set of three ids. Exit status 1 on any difference.
 
 What it deliberately does not do: time anything (see ``bench/masks.py``), or check the arrays
-against a reference (the tests do: tests/test_trie.py).
+against a reference (the tests do: tests/automaton/test_trie.py).
 """
 
 from __future__ import annotations

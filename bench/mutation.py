@@ -76,27 +76,29 @@ REPO = Path(__file__).resolve().parents[1]
 EQUIVALENT = REPO / "bench" / "mutation_equivalent.json"
 MUTMUT = "mutmut==3.8.1"
 
-_ENGINE_TESTS = ["tests/test_classifier.py", "tests/test_search.py", "tests/test_architectures.py",
-                 "tests/test_engine_passes.py",
-                 "tests/test_server_limits.py::test_split_rows_score_as_one_row",
-                 "tests/test_server_limits.py::test_plan_covers_every_option_once_within_the_budgets",
-                 "tests/test_server_limits.py::test_blockwise_masks_equal_the_naive_mask",
-                 "tests/test_server_limits.py::test_engine_refuses_positions_past_the_context"]
-_AUTOMATON_TESTS = ["tests/test_trie.py", "tests/test_vocab.py", "tests/test_token_classes.py"]
-_CALIBRATION_TESTS = ["tests/test_calibration.py", "tests/test_calibrated_classifier.py"]
-_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py", "tests/test_search.py"]
+_ENGINE_TESTS = ["tests/test_classifier.py", "tests/engine/test_search.py", "tests/test_architectures.py",
+                 "tests/engine/test_passes.py",
+                 "tests/server/test_limits.py::test_split_rows_score_as_one_row",
+                 "tests/server/test_limits.py::test_plan_covers_every_option_once_within_the_budgets",
+                 "tests/server/test_limits.py::test_blockwise_masks_equal_the_naive_mask",
+                 "tests/server/test_limits.py::test_engine_refuses_positions_past_the_context"]
+_AUTOMATON_TESTS = ["tests/automaton/test_trie.py", "tests/automaton/test_vocab.py",
+                    "tests/automaton/test_token_classes.py"]
+_CALIBRATION_TESTS = ["tests/calibration/test_calibration.py", "tests/test_calibrated.py"]
+_COMPILED_TESTS = ["tests/test_compiled.py", "tests/test_label_paths.py", "tests/test_classifier.py",
+                   "tests/engine/test_search.py"]
 # the engine-level drawn property (it never reaches the compiled set) and the two-minute default-decode_above check
 # (its fast twin, test_every_path_answers_by_one_definition_above_and_below_decode_above, runs)
-_COMPILED_SKIP = ["tests/test_search.py::test_certified_search_equals_full_exact_drawn",
-                  "tests/test_search.py::test_thousands_of_tool_names_answer_by_one_definition_at_the_default_decode_above"]
-_GUARD_TESTS = ["tests/test_decisions_guard.py", "tests/test_decisions_guard_methods.py"]
+_COMPILED_SKIP = ["tests/engine/test_search.py::test_certified_search_equals_full_exact_drawn",
+                  "tests/engine/test_search.py::test_thousands_of_tool_names_answer_by_one_definition_at_the_default_decode_above"]
+_GUARD_TESTS = ["tests/decisions/test_guard.py", "tests/decisions/test_guard_methods.py"]
 # the server tests that time, measure memory or start a subprocess: slow, and they add nothing that
 # the in-process tests of admission do not check
-_SERVER_SKIP = ["tests/test_server_limits.py::test_peak_memory_of_the_largest_requests_stays_under_the_documented_bound",
-                "tests/test_server_limits.py::test_sigterm_lets_the_request_in_flight_finish",
-                "tests/test_server_limits.py::test_a_flood_of_oversized_requests_does_not_hold_up_a_small_one",
-                "tests/test_server_limits.py::test_a_client_that_disconnects_has_its_waiting_work_dropped",
-                "tests/test_server_limits.py::test_a_small_request_is_served_in_turn_with_a_large_one"]
+_SERVER_SKIP = ["tests/server/test_limits.py::test_peak_memory_of_the_largest_requests_stays_under_the_documented_bound",
+                "tests/server/test_limits.py::test_sigterm_lets_the_request_in_flight_finish",
+                "tests/server/test_limits.py::test_a_flood_of_oversized_requests_does_not_hold_up_a_small_one",
+                "tests/server/test_limits.py::test_a_client_that_disconnects_has_its_waiting_work_dropped",
+                "tests/server/test_limits.py::test_a_small_request_is_served_in_turn_with_a_large_one"]
 
 
 @dataclass
@@ -109,39 +111,46 @@ class Module:
 
 
 MODULES = {
-    "engine.search": Module("judge/engine/search.py", ["tests/test_search.py"], 0.9),
-    "calibration.state": Module("judge/calibration/state.py", ["tests/test_calibration.py", "tests/test_fit.py"], 0.9),
-    "server.admission": Module("judge/server/admission.py", ["tests/test_admission.py", "tests/test_server_limits.py",
-                                                             "tests/test_server.py", "tests/test_server_guard.py"],
+    "engine.search": Module("judge/engine/search.py", ["tests/engine/test_search.py"], 0.9),
+    "calibration.state": Module("judge/calibration/state.py", ["tests/calibration/test_calibration.py",
+                                                               "tests/adaptation/test_fit.py"], 0.9),
+    "server.admission": Module("judge/server/admission.py", ["tests/server/test_admission.py",
+                                                             "tests/server/test_limits.py", "tests/server/test_app.py",
+                                                             "tests/server/test_guard.py"],
                                0.9, deselect=_SERVER_SKIP),
-    "adaptation.head": Module("judge/adaptation/head.py", ["tests/test_fit.py", "tests/test_baselines_beside.py"], 0.9),
+    "adaptation.head": Module("judge/adaptation/head.py", ["tests/adaptation/test_fit.py",
+                                                           "tests/test_baselines_beside.py"], 0.9),
     "engine.passes": Module("judge/engine/passes.py", _ENGINE_TESTS),
     "engine.forest": Module("judge/engine/forest.py", _ENGINE_TESTS),
     "engine.masks": Module("judge/engine/masks.py", _ENGINE_TESTS),
     "engine.options": Module("judge/engine/options.py", _ENGINE_TESTS),
     "automaton.trie": Module("judge/automaton/trie.py", _AUTOMATON_TESTS),
     "automaton.vocab": Module("judge/automaton/vocab.py", _AUTOMATON_TESTS),
-    "automaton.kernels": Module("judge/automaton/_kernels.py", ["tests/test_trie.py", "tests/test_token_classes.py",
-                                                               "tests/test_kernels_fresh.py"],
+    "automaton.kernels": Module("judge/automaton/_kernels.py", ["tests/automaton/test_trie.py",
+                                                               "tests/automaton/test_token_classes.py",
+                                                               "tests/automaton/test_kernels.py"],
                                 env={"NUMBA_DISABLE_JIT": "1"}),
     "calibration.bias": Module("judge/calibration/bias.py", _CALIBRATION_TESTS),
     "calibration.temperature": Module("judge/calibration/temperature.py", _CALIBRATION_TESTS),
     "calibration.abstention": Module("judge/calibration/abstention.py", _CALIBRATION_TESTS),
     "calibration.conformal": Module("judge/calibration/conformal.py", _CALIBRATION_TESTS),
-    "decisions.calibration": Module("judge/decisions/calibration.py", ["tests/test_decisions.py"]),
-    "decisions.decider": Module("judge/decisions/decider.py", ["tests/test_decisions.py"]),
-    "decisions.priors": Module("judge/decisions/priors.py", ["tests/test_decisions.py"]),
-    "decisions.prompts": Module("judge/decisions/prompts.py", ["tests/test_decisions.py"]),
-    "decisions.questions": Module("judge/decisions/questions.py", ["tests/test_decisions.py"]),
-    "calibration.metrics": Module("judge/calibration/metrics.py", ["tests/test_calibration.py"]),
+    "decisions.calibration": Module("judge/decisions/calibration.py", ["tests/decisions/test_decider.py"]),
+    "decisions.decider": Module("judge/decisions/decider.py", ["tests/decisions/test_decider.py"]),
+    "decisions.priors": Module("judge/decisions/priors.py", ["tests/decisions/test_decider.py"]),
+    "decisions.prompts": Module("judge/decisions/prompts.py", ["tests/decisions/test_decider.py"]),
+    "decisions.questions": Module("judge/decisions/questions.py", ["tests/decisions/test_decider.py"]),
+    "calibration.metrics": Module("judge/calibration/metrics.py", ["tests/calibration/test_calibration.py"]),
     "compiled": Module("judge/compiled.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "label_paths": Module("judge/label_paths.py", _COMPILED_TESTS, deselect=_COMPILED_SKIP),
     "decisions.guard": Module("judge/decisions/guard.py", _GUARD_TESTS),
-    "decisions.fusion": Module("judge/decisions/fusion.py", ["tests/test_decisions_fusion.py"]),
-    "fusion": Module("judge/fusion.py", ["tests/test_zero_shot_default.py", "tests/test_calibrated_classifier.py"]),
-    "transductive": Module("judge/transductive.py", ["tests/test_zero_shot_default.py"]),
+    "decisions.fusion": Module("judge/decisions/fusion.py", ["tests/decisions/test_fusion.py"]),
+    "fusion": Module("judge/fusion.py", ["tests/test_fusion.py", "tests/test_calibrated.py"]),
+    "transductive": Module("judge/transductive.py", ["tests/test_fusion.py"]),
     "calibrated": Module("judge/calibrated.py",
-                                    [*_CALIBRATION_TESTS, "tests/test_zero_shot_default.py"]),
+                                    [*_CALIBRATION_TESTS, "tests/test_fusion.py"]),
+    "server.routes": Module("judge/server/routes.py", ["tests/server/test_routes.py", "tests/server/test_admission.py"]),
+    "engine.states": Module("judge/engine/states.py", ["tests/test_architectures.py", "tests/adaptation/test_fit.py"]),
+    "decisions.profiles": Module("judge/decisions/profiles.py", ["tests/decisions/test_profiles.py"]),
 }
 GROUPS = {"high": [k for k, m in MODULES.items() if m.target >= 0.9], "all": list(MODULES)}
 

@@ -9,7 +9,8 @@ FastAPI's TestClient (no network): a plain `Decider` and one with a `DecisionPro
 ``features="hidden"``, the answer-slot state alone, so the figure is the LM's own cost and not a
 sentence embedder's). Each repeat sends ``--requests`` requests about different states to both,
 alternating, one at a time, after warming each app up; reported per app: client p50/p95 ms, the
-server's forward passes per request (a counting hook on the model) and its scored tokens per request
+server's passes through the decoder per request (a counting hook on ``model.get_decoder()``: the
+scoring pass, and a pass of its own for hidden states where one runs) and its scored tokens per request
 (``/healthz``), and the ratio profile/plain of the p50s. Medians over ``--repeats`` repeats, with the
 1-minute load average (the machine may be shared).
 
@@ -84,8 +85,8 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore")
         profile = fit_profile(rows, Decider(model, tok), cv=4, features="hidden")
     fit_s = time.perf_counter() - t0
-    forwards = [0]
-    model.register_forward_pre_hook(lambda *_: forwards.__setitem__(0, forwards[0] + 1))
+    forwards = [0]  # passes through the decoder: the scoring pass and any pass of its own for hidden states
+    model.get_decoder().register_forward_pre_hook(lambda *_: forwards.__setitem__(0, forwards[0] + 1))
     apps = {"plain": create_app(Decider(model, tok), ServerConfig(max_wait_ms=0, served_name="m")),
             "profile": create_app(Decider(model, tok, profile=profile), ServerConfig(max_wait_ms=0, served_name="m"))}
     runs = []

@@ -19,8 +19,8 @@ both models run once on every text, and for each routed fraction (the least conf
 Running two models over a hundred texts per dataset takes minutes, so this example draws the
 curves the benchmark measured that way (``bench/results/accuracy.json``, its ``cascade``
 block; SmolLM2-135M and Gemma-3-270M on the same test texts, both orders) and the real
-``Cascade`` run that checked them (``bench/results/accuracy_cascade_check.json``). It runs in a
-second, without a language model.
+``Cascade`` run that checked them (``bench/results/accuracy_cascade_check.json``); the commands
+are on :doc:`../benchmarks/accuracy`. It runs in a second, without a language model.
 """
 
 import json

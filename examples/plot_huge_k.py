@@ -96,7 +96,7 @@ plt.show()
 # 1,608 tokens where the trie holds 302,899. At small K the margin is smaller (Banking77's long
 # shared prefixes: 37% of full scoring's tokens). The search proves the model's argmax, which is
 # not the same as a good answer: on ICD-10-CM the 135M model's argmax is right for 4% of the
-# texts, below TF-IDF retrieval (26%; see the Benchmarks page). The automaton that constrains
+# texts, below TF-IDF retrieval (26%; :doc:`../benchmarks/huge_k`). The automaton that constrains
 # decoding (``method="decode"``) is cheap at this size too:
 print(f"decode at K={huge['K']:,}: automaton built in {huge['automaton_build_ms']:.0f} ms "
       f"({huge['automaton_mb']:.1f} MB, {huge['nodes']:,} nodes), {huge['seconds_per_text']:.2f} s per text")

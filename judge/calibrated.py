@@ -388,18 +388,20 @@ def call_calibration(clf, kind, scores=None):
                                   f"prior: contextual x {strength:g}")
 
 
-def offset_scores(clf, texts) -> np.ndarray:
+def offset_scores(clf, texts, *, states: bool = False):
     """The zero-shot log-scores a fitted head starts from: the LM's after the contextual prior, as one text gets them.
 
     The language model's also beside an embedder: the head reads the embedder itself (its
-    ``similarity`` offset and ``embed`` block), as on the validation splits its defaults were chosen on."""
+    ``similarity`` offset and ``embed`` block), as on the validation splits its defaults were chosen on.
+    ``states``: ``(scores, answer-slot states or None)``, the states read from the scoring pass where one
+    pass gives both (:func:`judge.compiled.zero_shot_scores`)."""
     from judge.compiled import zero_shot_scores
 
-    s = zero_shot_scores(clf, texts)
-    if clf.prior in (None, "none") or len(clf.labels) < 2 or not prior_applies(clf):
-        return s
-    strength = AUTO_PRIOR_STRENGTH if clf.prior == "auto" else 1.0
-    return Calibration.prior_only(tuple(clf.labels), strength * clf.zero_shot_prior()).transform_log(s)
+    s, H = zero_shot_scores(clf, texts, states=True) if states else (zero_shot_scores(clf, texts), None)
+    if not (clf.prior in (None, "none") or len(clf.labels) < 2 or not prior_applies(clf)):
+        strength = AUTO_PRIOR_STRENGTH if clf.prior == "auto" else 1.0
+        s = Calibration.prior_only(tuple(clf.labels), strength * clf.zero_shot_prior()).transform_log(s)
+    return (s, H) if states else s
 
 
 def warn_if_collapsed(clf, top) -> None:

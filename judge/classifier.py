@@ -270,8 +270,7 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         return self
 
     def close(self) -> None:
-        """Release the scorer (model, caches, a vLLM engine's processes) and the compiled labels;
-        idempotent (fitted state kept). A context manager too:
+        """Release the scorer (model, caches, vLLM's processes) and the compiled labels; idempotent; a context manager.
 
         >>> from judge.testing import tiny_pair
         >>> with Classifier(["yes", "no"], *tiny_pair()[:1], tokenizer=tiny_pair()[1]) as clf: _ = clf.predict(["?"])
@@ -377,9 +376,11 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         if transductive:  # label vectors moved toward this call's texts (judge.transductive)
             return transductive_scores(self, texts)
         ad = self.adaptation_  # fitted by fit(): its scores replace the zero-shot ones
-        if ad is not None:  # a head starts from the prior-corrected zero-shot scores; demonstrations are raw scores
-            return ad.decision_function(self, texts, (lambda t: offset_scores(self, t)) if ad.kind == "head" else
-                                        self._zero_shot_scores)
+        if ad is not None and ad.kind == "head":  # from the prior-corrected zero-shot scores, its states from their pass
+            return ad.decision_function(self, texts, lambda t: offset_scores(self, t),
+                                        lambda t: offset_scores(self, t, states=True))
+        if ad is not None:  # demonstrations, adapters: from the raw scores
+            return ad.decision_function(self, texts, self._zero_shot_scores)
         return self._zero_shot_scores(texts)
 
     def _zero_shot_scores(self, texts) -> np.ndarray:
@@ -396,9 +397,8 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         return r
 
     def _search(self, texts, cal, mode, eps):
-        """The certified search where it applies: (report, the correction its scores were read under), or None.
-
-        Not after fit; fused, for the argmax only, under the per-text bias of :func:`judge.fusion.search_correction`."""
+        """The certified search where it applies (not after fit; fused: the argmax only, under the per-text bias of
+        :func:`judge.fusion.search_correction`): (report, the correction its scores were read under), or None."""
         if self.adaptation_ is not None or (self._fused and (mode != "argmax" or self.fusion_.weight >= 1.0)):
             return None
         if self._fused:
@@ -550,8 +550,8 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         """
         from judge.adaptation import fit_adaptation
 
-        # from zero-shot, whatever was fitted before
-        fitted = fit_adaptation(self, texts, y, method=method, base_scores=lambda t: offset_scores(self, t),
+        fitted = fit_adaptation(self, texts, y, method=method, base_scores=lambda t: offset_scores(self, t),  # zero-shot's
+                                scores_states=lambda t: offset_scores(self, t, states=True),
                                 random_state=random_state, callback=callback, **options)
         with self._lock:
             if self.calibration_ is not None:

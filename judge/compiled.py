@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from judge.engine.protocol import LocalModel, RootCaching, TreeSearch
+from judge.engine.protocol import HiddenStates, LocalModel, RootCaching, TreeSearch
 from judge.label_paths import (
     local_model,
     score_decode,
@@ -150,6 +150,9 @@ class Scored:
     path : {"exact", "first_token", "search", "decode", "shortlist"}
     report : judge.engine.SearchResult or None
         The certified search's report where it ran.
+    states : ndarray of float64, shape (n, d), or None
+        With ``states=True`` on the exact and first-token paths: each text's answer-slot hidden
+        state, read from the same forward pass (:class:`judge.engine.protocol.HiddenStates`).
 
     Examples
     --------
@@ -160,6 +163,7 @@ class Scored:
     scores: np.ndarray
     path: str
     report: Any = None
+    states: Any = None
 
 
 @dataclass(frozen=True)
@@ -324,7 +328,7 @@ class CompiledLabels:
         return device.type == "cpu"
 
     def score(self, texts, options: ScoreOptions | None = None, *, search=None, cal=None,
-              full: bool = False) -> Scored | None:
+              full: bool = False, states: bool = False) -> Scored | None:
         """Score ``texts`` by this set's path: the one dispatch (shortlist, search, decode, exact).
 
         Parameters
@@ -339,6 +343,10 @@ class CompiledLabels:
         full : bool
             Every label scored exactly on the ``search`` path too (what the label-free prior is
             computed from: it must be the distribution full scoring gives, not one within a tolerance).
+        states : bool
+            Also read each text's answer-slot state from the scoring pass (``Scored.states``) where
+            one pass gives both: the exact and first-token paths of one prompt (no rotations, no
+            thinking, a scorer with hidden states); elsewhere ``Scored.states`` is None.
 
         Returns
         -------
@@ -379,12 +387,15 @@ class CompiledLabels:
             return Scored(score_decode(self, texts, top_k=self.spec.top_k, batch_size=step, extras=extras), "decode")
         show = o.progress if o.progress is not None else ("auto" if len(texts) > 4 * step else False)
         pack = min(o.pack, step)
+        path = "first_token" if self.method == "first_token" else "exact"
+        if states and not self.rotated and not self.think and isinstance(self.engine, HiddenStates):
+            s, H = score_exact(self, texts, batch_size=max(1, step // pack), progress=show, pack=pack, states=True)
+            return Scored(s, path, states=H)
         out = []
         for ci in (self, *self.rotated):  # rotations: the mean log-probability over the list orders
             extras = think(ci, texts, batch_size=step) if ci.think else None
             out.append(score_exact(ci, texts, batch_size=max(1, step // pack), progress=show, extras=extras,
                                    pack=pack))
-        path = "first_token" if self.method == "first_token" else "exact"
         return Scored(out[0] if len(out) == 1 else np.mean(out, axis=0), path)
 
 
@@ -508,13 +519,14 @@ def _compile_prompt(spec: LabelSpec, eng, prompt, method=None) -> CompiledLabels
                           max_tokens, spec.think, spec.think_tokens, automaton=automaton, option_trie=trie)
 
 
-def zero_shot_scores(clf, texts, *, full: bool = False) -> np.ndarray:
+def zero_shot_scores(clf, texts, *, full: bool = False, states: bool = False):
     """``clf``'s language-model label log-probabilities by its path, before any ``fit`` or fusion: (n, K).
 
     ``clf`` is a :class:`judge.Classifier`: its compiled set scores with its run options
     (:func:`options_of`). The certified search's report, where one ran, is not kept here
     (``Classifier.decision_function`` keeps it in ``search_report_``). ``full``: every label
-    scored exactly on the ``search`` path too (:meth:`CompiledLabels.score`).
+    scored exactly on the ``search`` path too (:meth:`CompiledLabels.score`). ``states``: return
+    ``(scores, answer-slot states or None)``, the states from the same pass where one gives both.
 
     Examples
     --------
@@ -524,4 +536,5 @@ def zero_shot_scores(clf, texts, *, full: bool = False) -> np.ndarray:
     >>> zero_shot_scores(Classifier(["yes", "no"], model, tokenizer=tok), ["Is it?"]).shape
     (1, 2)
     """
-    return clf.compiled_.score(texts, options_of(clf), full=full).scores
+    r = clf.compiled_.score(texts, options_of(clf), full=full, states=states)
+    return (r.scores, r.states) if states else r.scores

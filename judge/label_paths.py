@@ -200,10 +200,12 @@ def think(c, texts, *, batch_size=8) -> list:
     return out
 
 
-def score_exact(c, texts, *, batch_size=8, progress=False, extras=None, pack=1) -> np.ndarray:
+def score_exact(c, texts, *, batch_size=8, progress=False, extras=None, pack=1, states=False):
     """log P(label | prompt) (``exact``) or log P(first token) (``first_token``): (n, K) float64.
 
-    One engine pass per batch over the prompt forest (texts and the label trie).
+    One engine pass per batch over the prompt forest (texts and the label trie). ``states``: also
+    each text's answer-slot hidden state from that same pass, ``(scores, (n, d))`` (a
+    :class:`~judge.engine.protocol.HiddenStates` engine).
 
     Examples
     --------
@@ -215,6 +217,10 @@ def score_exact(c, texts, *, batch_size=8, progress=False, extras=None, pack=1) 
     (2, 2)
     """
     items = prompt_items(c, texts, extras)
+    if states:
+        res, H = states_scorer(c.engine, "states=True").score_items_states(
+            items, root=c.root_ids, batch_size=batch_size, pack=pack, progress=progress)
+        return (np.stack(res) if res else np.zeros((0, len(c.surfaces)))), H
     res = c.engine.score_items(items, root=c.root_ids, batch_size=batch_size, progress=progress, pack=pack)
     return np.stack(res) if res else np.zeros((0, len(c.surfaces)))
 

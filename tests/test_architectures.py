@@ -204,3 +204,28 @@ def test_answer_slot_states_from_the_scoring_pass_equal_the_reference(arch, smol
     np.testing.assert_allclose(H, want, atol=1e-4, rtol=1e-4, err_msg=f"{arch} path={eng.path_}")
     np.testing.assert_allclose(eng.hidden_states(items), want, atol=1e-4, rtol=1e-4, err_msg=arch)
     assert H.shape == (len(items), model.config.get_text_config().hidden_size)
+
+
+@pytest.mark.parametrize("kw", [{"pack": 2}, {"pack": 3, "batch_size": 2}, {"max_batch_tokens": 64}],
+                         ids=["packed", "packed-small-batches", "options-split-over-passes"])
+def test_answer_slot_states_survive_packing_and_split_items(kw):
+    """Packed rows (several prompts per row) and an item whose options are split over passes (each pass feeds
+    the whole prompt): every item's state is its own prompt's, equal to the reference's plain pass, and the
+    scores are score_items' bit for bit."""
+    from judge.engine import Engine, Query
+    from judge.engine.protocol import lower_queries
+    from judge.testing import Reference, tiny_pair
+
+    model, tok = tiny_pair()
+    state = "Content: my card was charged twice and the app says pending for days now.\n"
+    queries = [Query((("You answer questions.\n\n", False), (state + str(i), True), (f"Question: q{i}?\nAnswer:", False)),
+                     tuple(f" option {j} of {i}" for j in range(30))) for i in range(6)]
+    limit = kw.pop("max_batch_tokens", 400)
+    eng = Engine(model, tok, max_batch_tokens=limit).setup()
+    items = lower_queries(eng, queries)
+    plain = eng.score_items(items, **kw)
+    scores, H = eng.score_items_states(items, **kw)
+    for a, b in zip(scores, plain):
+        np.testing.assert_array_equal(a, b)
+    assert not np.isnan(H).any()
+    np.testing.assert_allclose(H, Reference(model, tok).hidden_states(items), atol=1e-4, rtol=1e-4)

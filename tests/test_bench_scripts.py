@@ -74,7 +74,7 @@ def test_calibration_variants_skips_folders_without_a_calibrated_run(tmp_path, c
     (tmp_path / "not_a_run").mkdir()
     _main("calibration_variants", "--results", tmp_path, "--json", tmp_path / "v.json")
     assert capsys.readouterr().out.split() == "dataset bias T acc ECE ECE(q) NLL".split()
-    assert json.loads((tmp_path / "v.json").read_text()) == []  # tests/test_cli.py runs it on a real run
+    assert json.loads((tmp_path / "v.json").read_text()) == []  # tests/cli/test_cli.py runs it on a real run
 
 
 def test_gpu_fails_clearly_without_a_device(capsys):

@@ -2,7 +2,7 @@
 
 The classifier here is a stand-in (labels, fingerprint(), decision_function()) whose scores are a
 pure function of the text, so what was reused and what was rescored is visible; the real
-classifier's fingerprint is checked in tests/test_hostile.py, ``judge evaluate`` in tests/test_cli.py.
+classifier's fingerprint is checked in tests/test_hostile.py, ``judge evaluate`` in tests/cli/test_cli.py.
 """
 
 from __future__ import annotations

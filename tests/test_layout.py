@@ -11,7 +11,11 @@ Walks every module of ``judge`` with ``ast`` (nothing is imported):
 * the graph of imports between judge modules (function-level imports included) has no cycle, and
   ``judge.decisions`` imports nothing of ``judge.server`` (the server is the edge);
 * no module is over 600 lines, except the numba kernels;
-* every module starts with a docstring.
+* every module starts with a docstring;
+* tests/ mirrors judge/: each module has its test file where its path says (judge/engine/search.py:
+  tests/engine/test_search.py; the rule is `mirrored_test`), or ``COVERED_ELSEWHERE`` names the test files
+  that exercise it; an entry there must name files that exist, and goes once the module has its own file.
+  Suites over a theme that spans the package (hostile input, the first hour, peers, ...) stay at tests/'s top.
 
 bench/ is a consumer of the library: its scripts run as ``python -m bench.NAME`` and use public names
 only, and every file there (scripts and their private helper modules) is held to the same 600 lines and
@@ -21,6 +25,7 @@ docstring.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -318,3 +323,184 @@ def test_engine_only_members_are_used_only_through_declared_capabilities():
             if name:
                 bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{name}")
     assert not bad, f"Engine-only members {sorted(only)} used outside the engine:\n" + "\n".join(bad)
+
+
+# ----------------------------------------------------------------------------- tests/ mirrors judge/
+TESTS = ROOT.parent / "tests"
+#: a module with no mirrored test file of its own -> the test file(s) that exercise it (each path is checked), and how;
+#: most of these modules' doctests run too (--doctest-modules)
+COVERED_ELSEWHERE = {
+    # top-level modules
+    "judge._checks": "tests/test_classifier.py (the table of bad texts: None, a lone string, blanks), "
+                     "tests/test_hostile.py (lone surrogates) and tests/test_parameters.py (the model argument, "
+                     "encoder weights): every check through the calls that make it",
+    "judge._errors": "tests/test_label_paths.py (warnings name the caller's line: caller_stacklevel), "
+                     "tests/test_first_hour.py (LabelError) and tests/test_calibrated.py (NotCalibratedError)",
+    "judge._math": "tests/engine/test_search.py (softmax is its probabilities' reference) and "
+                   "tests/test_architectures.py (lse64 and cache_keyword in the fallback and hidden-state passes)",
+    "judge.cascade": "tests/test_calibrated.py (Cascade of two calibrated classifiers) and tests/adaptation/test_fit.py",
+    "judge.encoders": "tests/test_baselines_beside.py (its encoders section) and tests/test_cache.py (the embedder's "
+                      "cached folder)",
+    "judge.inspection": "tests/test_classifier.py (prompt_ids, render_prompt, label_token_ids against the tokenizer), "
+                        "tests/test_hostile.py (surfaces_, fingerprint() changing with every input of the scores) and "
+                        "tests/test_reliability.py",
+    "judge.labels": "tests/test_bad_input.py (labels that print alike: check_distinguishable, visible_form) and "
+                    "tests/test_accuracy_options.py (natural_label, label_names_for)",
+    "judge.prompts": "tests/test_accuracy_options.py (PromptTemplate(rotate=...), DEFAULT_PROMPT) and "
+                     "tests/test_hostile.py (forged special tokens in a text stay text)",
+    "judge.retrieval": "tests/test_baselines_beside.py (Shortlist with one and two weighted encoders, kept when saved)",
+    "judge.transductive": "tests/test_fusion.py (its transductive tests: a planted cluster structure, no label read)",
+    # adaptation
+    "judge.adaptation.demos": "tests/adaptation/test_fit.py (method='demos' writes examples into the prompt, round trip)",
+    "judge.adaptation.features": "tests/adaptation/test_fit.py (answer_states, choose_features) and "
+                                 "tests/test_baselines_beside.py (fit's feature sets)",
+    "judge.adaptation.head": "tests/adaptation/test_fit.py (fit_head, LinearHead, choose_l2) and "
+                             "tests/test_baselines_beside.py: Classifier.fit's default method",
+    "judge.adaptation.lora": "tests/adaptation/test_fit.py (LoRA adapters keep exactness against the reference)",
+    "judge.adaptation.saved": "tests/adaptation/test_fit.py (every method saved and loaded bit for bit)",
+    # automaton
+    "judge.automaton.hf": "tests/test_classifier.py (method='decode' generates through TrieLogitsProcessor) and "
+                          "tests/backends/test_backends.py (vLLM's rows mask exactly as it does)",
+    # backends
+    "judge.backends._vllm_front": "tests/backends/test_backends.py (what vLLM refuses, and where it lives when missing)",
+    "judge.backends.label_rows": "tests/backends/test_backends.py (the rows mask like TrieLogitsProcessor, both kernels)",
+    "judge.backends.vllm": "tests/backend_vllm/test_vllm_scorer.py and the rest of tests/backend_vllm/ (the vLLM "
+                           "environment's suite: scripts/setup_vllm.sh, CI's second job); tests/backends/test_backends.py "
+                           "in this one",
+    # calibration: one suite over the package, a section per module
+    "judge.calibration._validation": "tests/calibration/test_calibration.py (each section's bad-arguments test)",
+    "judge.calibration.abstention": "tests/calibration/test_calibration.py (its abstention section)",
+    "judge.calibration.bias": "tests/calibration/test_calibration.py (its bias section)",
+    "judge.calibration.conformal": "tests/calibration/test_calibration.py (its conformal section)",
+    "judge.calibration.metrics": "tests/calibration/test_calibration.py (its metrics and noise-floor sections)",
+    "judge.calibration.plots": "tests/calibration/test_calibration.py (its displays section)",
+    "judge.calibration.review": "tests/test_first_hour.py (too few calibration texts, the cross-fitted report) and "
+                                "tests/test_cli_walk.py (what judge calibrate prints)",
+    "judge.calibration.state": "tests/calibration/test_calibration.py (choosing the bias L2, calibration.state's "
+                               "survivors) and tests/adaptation/test_fit.py",
+    "judge.calibration.temperature": "tests/calibration/test_calibration.py (its temperature section)",
+    # cli: the commands through judge.cli.main
+    "judge.cli._common": "tests/cli/test_cli.py and tests/test_cli_walk.py (flags that cannot apply are refused by name)",
+    "judge.cli.batch": "tests/distributed/test_data.py (judge batch on a local Ray cluster) and tests/cli/test_cli.py",
+    "judge.cli.bench": "tests/cli/test_cli.py (judge bench on the gpt2 tokenizer)",
+    "judge.cli.calibrate": "tests/test_cli_walk.py (calibrate, predict, fit, calibrate again) and tests/cli/test_cli.py",
+    "judge.cli.evaluate": "tests/cli/test_cli.py (judge evaluate trec) and tests/adaptation/test_fit.py",
+    "judge.cli.fit": "tests/test_cli_walk.py and tests/adaptation/test_fit.py",
+    "judge.cli.predict": "tests/cli/test_cli.py, tests/test_cli_walk.py and tests/test_bad_input.py",
+    "judge.cli.serve": "tests/cli/test_cli.py (hosts, keys and flags without binding), tests/test_cli_walk.py (a real "
+                       "judge serve process) and tests/server/test_faults.py",
+    # datasets: each loader through judge.datasets.load, on the real files
+    "judge.datasets._common": "tests/datasets/test_datasets.py (LabeledTexts, splits, directory resolution, errors)",
+    "judge.datasets.banking77": "tests/datasets/test_datasets.py (official sizes on the real files)",
+    "judge.datasets.clinc150": "tests/datasets/test_datasets.py (official sizes on the real files)",
+    "judge.datasets.icd10cm": "tests/datasets/test_datasets.py (its ICD-10-CM section)",
+    "judge.datasets.massive": "tests/datasets/test_datasets.py (official sizes on the real files)",
+    "judge.datasets.trec": "tests/datasets/test_datasets.py (official sizes on the real files)",
+    # decisions
+    "judge.decisions.calibration": "tests/decisions/test_decider.py (its calibration section)",
+    "judge.decisions.pieces": "tests/decisions/test_guard.py (leaves, cut, erase) and "
+                              "tests/decisions/test_guard_methods.py (canonical form, repeats)",
+    "judge.decisions.planning": "tests/server/test_plan.py (one plan per question per request, priced on what is scored)",
+    "judge.decisions.priors": "tests/decisions/test_decider.py (its default bias correction section)",
+    "judge.decisions.prompts": "tests/decisions/test_decider.py (its rendering and scored-by-meaning sections)",
+    "judge.decisions.questions": "tests/decisions/test_decider.py (its validation and confidence tests)",
+    "judge.decisions.scanners": "tests/decisions/test_guard.py (scan, SCANNERS) and "
+                                "tests/decisions/test_guard_methods.py (echoes)",
+    "judge.decisions.setup": "tests/decisions/test_decider.py (scorers refused by name, its lazy setup run once)",
+    # distributed
+    "judge.distributed._checks": "tests/distributed/test_data.py (its errors section)",
+    "judge.distributed.serve": "tests/distributed/test_data.py (its Ray Serve section: two replicas answer)",
+    # engine
+    "judge.engine.engine": "tests/test_architectures.py (the Engine equals the reference on every architecture) and "
+                           "tests/test_classifier.py",
+    "judge.engine.fallback": "tests/test_architectures.py (the families without an exact tree mask take it, exactly)",
+    "judge.engine.forest": "tests/engine/test_passes.py (slots, common_prefix) and tests/server/test_limits.py (split "
+                           "rows score as one row)",
+    "judge.engine.masks": "tests/test_architectures.py (mask_plan per family) and tests/server/test_limits.py "
+                          "(blockwise masks equal the naive mask)",
+    "judge.engine.options": "tests/engine/test_search.py (OptionTrie under certified search)",
+    "judge.engine.protocol": "tests/test_compiled.py (capabilities), tests/test_resources.py (Closing) and "
+                             "tests/test_layout.py (Engine members used only through declared capabilities)",
+    "judge.engine.states": "tests/test_architectures.py (answer-slot states equal the reference's) and "
+                           "tests/adaptation/test_fit.py (answer_states)",
+    # server
+    "judge.server.batching": "tests/server/test_plan.py (the batcher scores admission's plans; a lone job waits for "
+                             "company) and tests/server/test_faults.py (one bad neighbour in a batch)",
+    "judge.server.classify": "tests/test_cli_walk.py (judge serve --classifier answers /v1/classify)",
+    "judge.server.contract": "tests/server/test_app.py (its contract details section)",
+    "judge.server.counters": "tests/server/test_routes.py (every count /healthz reports, thread-safe)",
+    "judge.server.errors": "tests/server/test_app.py (bad requests of every kind get a 4xx saying what was wrong) and "
+                           "tests/server/test_routes.py",
+    "judge.server.shutdown": "tests/server/test_faults.py (SIGTERM with 32 requests in flight) and "
+                             "tests/server/test_limits.py",
+    "judge.server.wire": "tests/server/test_routes.py (the response bodies) and tests/decisions/test_decider.py "
+                         "(labelled decisions read from files)",
+    # structured: one suite over the package
+    "judge.structured.decode": "tests/structured/test_structured.py (the processor against llguidance, schema errors, "
+                               "mask rows)",
+    "judge.structured.generate": "tests/structured/test_structured.py (value distributions against the reference)",
+    "judge.structured.grammar": "tests/structured/test_structured.py (a big enum in the trie against llguidance's "
+                                "handling of it)",
+    # testing: one suite over the package
+    "judge.testing.generators": "tests/testing/test_testing.py (deterministic, the benchmarks' label families)",
+    "judge.testing.models": "tests/testing/test_testing.py (every architecture builds and runs; sliding windows apply)",
+    "judge.testing.reference": "tests/testing/test_testing.py (the reference against a hand computation)",
+}
+
+
+def _has_code(path: Path) -> bool:
+    """Whether a module defines a function or class (the lazy-import hooks ``__getattr__``/``__dir__`` aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               and n.name not in ("__getattr__", "__dir__") for n in tree.body)
+
+
+def mirrored_test(name: str, path: Path) -> Path | None:
+    """The test file of a module of judge, or None where it needs none.
+
+    ``judge/<package path>/<module>.py`` is ``tests/<package path>/test_<module>.py``, a private module's
+    leading underscore dropped (judge/engine/search.py: tests/engine/test_search.py; judge/_cache.py:
+    tests/test_cache.py; judge/automaton/_kernels.py: tests/automaton/test_kernels.py). A package's
+    ``__init__.py`` that holds code of its own (judge.cli's main, judge.datasets' load) is
+    ``tests/<package path>/test_<package>.py``; one that only re-exports, and ``__main__.py``
+    (``python -m judge.cli``, which tests/cli/test_cli.py runs), need none.
+    """
+    parts = name.split(".")[1:]
+    if path.name == "__main__.py" or (path.name == "__init__.py" and not _has_code(path)):
+        return None
+    if path.name == "__init__.py":
+        return TESTS.joinpath(*parts) / f"test_{(parts or ['judge'])[-1]}.py"
+    return TESTS.joinpath(*parts[:-1]) / f"test_{parts[-1].lstrip('_')}.py"
+
+
+def test_every_module_has_its_test_file_or_says_where_it_is_tested():
+    """tests/ mirrors judge/: each module's tests are where its path says, or COVERED_ELSEWHERE names them."""
+    files = {name: mirrored_test(name, path) for name, path in MODULES.items()}
+    seen, clash = {}, []
+    for name, f in sorted(files.items()):
+        if f is not None and f in seen:
+            clash.append(f"{seen[f]} and {name} both map to {f.relative_to(ROOT.parent)}")
+        seen.setdefault(f, name)
+    assert not clash, "two modules, one test file (rename one):\n" + "\n".join(clash)
+    missing = [f"{name}: {f.relative_to(ROOT.parent)}" for name, f in sorted(files.items())
+               if f is not None and not f.is_file() and name not in COVERED_ELSEWHERE]
+    assert not missing, ("modules without their test file; write it, or add the module to COVERED_ELSEWHERE "
+                         "with the test file that exercises it:\n" + "\n".join(missing))
+
+
+def test_covered_elsewhere_names_modules_without_a_file_and_test_files_that_exist():
+    bad = []
+    for name, where in sorted(COVERED_ELSEWHERE.items()):
+        if name not in MODULES:
+            bad.append(f"{name}: not a module of judge (renamed or removed?)")
+            continue
+        own = mirrored_test(name, MODULES[name])
+        if own is None:
+            bad.append(f"{name}: needs no test file of its own (a re-exporting __init__ or __main__)")
+        elif own.is_file():
+            bad.append(f"{name}: has its own test file now, {own.relative_to(ROOT.parent)}; remove its entry")
+        named = re.findall(r"tests/[\w/]+\.py", where)
+        if not named:
+            bad.append(f"{name}: the entry names no test file")
+        bad += [f"{name}: names {p}, which does not exist" for p in named if not (ROOT.parent / p).is_file()]
+    assert not bad, "COVERED_ELSEWHERE is out of date:\n" + "\n".join(bad)

@@ -304,7 +304,8 @@ def head_embedder(clf, option):
     return "minilm" if embedder_installed() else None
 
 
-def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0, callback=None, **options):
+def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0, callback=None, scores_states=None,
+                   **options):
     """Validate, compute features, fit; returns the fitted state (the classifier is not touched).
 
     Parameters
@@ -318,6 +319,9 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
     random_state : int
     callback : callable, optional
         Called with a small dict after every optimiser step (it may raise to stop the fit).
+    scores_states : callable, optional
+        ``texts -> (base scores, answer-slot states or None)`` from one model pass (the Classifier's
+        ``offset_scores(clf, texts, states=True)``): a head that reads both gets them from it.
     **options
         See the module docstring.
 
@@ -345,7 +349,7 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
     check_fit_prompt(clf, method)
     K = len(clf.labels)
     if method == "head":
-        return _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback)
+        return _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback, scores_states)
     if method == "demos":
         from judge.adaptation.demos import fit_demos
 
@@ -356,7 +360,7 @@ def fit_adaptation(clf, texts, y, *, method="head", base_scores, random_state=0,
                       **{k: o[k] for k in OPTIONS["lora"]})
 
 
-def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback):
+def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback, scores_states=None):
     """The head: the candidate feature sets, their features computed once, the set chosen by CV, the fit."""
     import warnings
 
@@ -386,6 +390,11 @@ def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback):
             f"every label, which the {clf.method_!r} path does not give (it leaves labels at -inf); use "
             f"features without 'scores', or method='exact' on the Classifier.")
     given = o["states"] if isinstance(o["states"], dict) else ({} if o["states"] is None else {"hidden": o["states"]})
+    if "hidden" in need_b and "hidden" not in given and "scores" in need_o and scores is None \
+            and scores_states is not None:  # one model pass: the zero-shot scores and the answer-slot states
+        got, states = scores_states(texts)
+        scores = check_features("zero-shot scores", got, n, K)
+        given = {**given, **({"hidden": states} if states is not None else {})}
     feats = {b: given[b] for b in need_b if b in given and b != "tfidf"}
     feats.update(text_features(clf, texts, sorted(need_b - set(feats) - {"tfidf"}, key=("hidden", "embed").index),
                                embedder=embedder))

@@ -224,14 +224,18 @@ class LinearHead:
             logits = logits + self.similarity_scale * _centred(np.asarray(similarity, np.float64))
         return _log_softmax(logits)
 
-    def decision_function(self, clf, texts, base_scores) -> np.ndarray:
+    def decision_function(self, clf, texts, base_scores, scores_states=None) -> np.ndarray:
         """What ``Classifier.decision_function`` returns once this head is fitted: (n, K) log-probabilities.
 
-        ``base_scores(texts)`` gives the zero-shot scores (called only when the head uses them).
-        """
+        ``base_scores(texts)``: the zero-shot scores (called only when the head uses them); ``scores_states(texts)``,
+        optional: them and the answer-slot states of the same pass (or None), so the model runs once."""
         from judge.adaptation.features import text_features
 
-        feats = text_features(clf, texts, [b for b in self.block_names if b != "tfidf"], embedder=self.embedder)
+        blocks, feats, s = [b for b in self.block_names if b != "tfidf"], {}, None
+        if self.uses_scores and "hidden" in blocks and scores_states is not None:
+            s, H = scores_states(texts)
+            feats, blocks = ({"hidden": H}, [b for b in blocks if b != "hidden"]) if H is not None else ({}, blocks)
+        feats.update(text_features(clf, texts, blocks, embedder=self.embedder))
         if self.tfidf is not None:
             feats["tfidf"] = self.tfidf.encode(texts)
         sim = None
@@ -240,7 +244,7 @@ class LinearHead:
             from judge.fusion import label_similarity
 
             sim = label_similarity(get_encoder(self.embedder), texts, self.label_vectors)
-        s = base_scores(texts) if self.uses_scores else None
+        s = base_scores(texts) if self.uses_scores and s is None else s
         return self.log_proba(s, feats, sim)
 
     def arrays(self) -> dict:

@@ -329,7 +329,7 @@ def build_trie_msd(data, offsets):
 
     A most-significant-byte radix partition that numbers nodes as it goes
     (children in byte order: the numbering of a preorder build over the sorted strings,
-    tests/test_trie.py's reference). Empty strings get ``node_of == -1``.
+    tests/automaton/test_trie.py's reference). Empty strings get ``node_of == -1``.
 
     Returns parent, byte_in, depth, node_of and ``dup``: -1, or the id of a
     string that ends at the same node as an earlier one (a duplicate).

@@ -94,7 +94,7 @@ def run(args) -> int:
 
     Examples
     --------
-    Not run as a doctest (+SKIP): it starts a Ray cluster (tests/test_distributed.py runs it).
+    Not run as a doctest (+SKIP): it starts a Ray cluster (tests/distributed/test_data.py runs it).
 
     >>> from judge.cli import main
     >>> main(["batch", "in.parquet", "--labels", "a,b", "--output", "out/"])  # doctest: +SKIP

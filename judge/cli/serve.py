@@ -127,7 +127,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     Examples
     --------
-    Not run as a doctest (+SKIP): it serves until stopped (tests/test_server.py starts and stops one).
+    Not run as a doctest (+SKIP): it serves until stopped (tests/server/test_app.py starts and stops one).
 
     >>> from judge.cli import main
     >>> main(["serve", "--port", "8009"])  # doctest: +SKIP

@@ -53,7 +53,7 @@ def build_app(model=None, *, replicas: int = 1, calibration=None, config=None, n
     Examples
     --------
     Not run here (+SKIP): it starts Ray Serve replicas that serve until shut down
-    (tests/test_distributed.py starts and stops them).
+    (tests/distributed/test_data.py starts and stops them).
 
     >>> from ray import serve
     >>> serve.run(build_app(replicas=2), route_prefix="/")     # doctest: +SKIP
@@ -112,7 +112,7 @@ def serve_app(model=None, *, replicas: int = 1, host: str = "127.0.0.1", port: i
 
     Examples
     --------
-    Not run here (+SKIP): it serves until interrupted (tests/test_distributed.py serves and stops).
+    Not run here (+SKIP): it serves until interrupted (tests/distributed/test_data.py serves and stops).
 
     >>> serve_app(replicas=2, port=8009)       # doctest: +SKIP
     >>> # curl -X POST http://127.0.0.1:8009/v1/systemone -d '{...}'
@@ -145,7 +145,7 @@ def app_builder(args: dict[str, str]):
     Examples
     --------
     Bad arguments fail before Ray starts; a valid call builds the Ray Serve application
-    (not run here: +SKIP, it needs a running Ray cluster; tests/test_distributed.py serves one).
+    (not run here: +SKIP, it needs a running Ray cluster; tests/distributed/test_data.py serves one).
 
     >>> app_builder({"replica": "2"})
     Traceback (most recent call last):

@@ -407,7 +407,7 @@ class Engine(Closing):
         """
         return self._run_items(items, root, batch_size, progress, pack, False)[0]
 
-    def score_items_states(self, items, *, root=(), batch_size=8, pack=1) -> tuple[list, np.ndarray]:
+    def score_items_states(self, items, *, root=(), batch_size=8, pack=1, progress=None) -> tuple[list, np.ndarray]:
         """:meth:`score_items` and each item's answer-slot state from the same forward pass: (scores, (n, d)).
 
         The decoder's final-layer output at the prompt's last token, as :meth:`hidden_states` gives it
@@ -419,7 +419,7 @@ class Engine(Closing):
         >>> H.shape, bool(np.abs(H - eng.hidden_states([Item([1, 2, 3], [[7]])])).max() < 1e-4)
         ((1, 64), True)
         """
-        return self._run_items(items, root, batch_size, None, pack, True)
+        return self._run_items(items, root, batch_size, progress, pack, True)
 
     def hidden_states(self, items, *, root=(), pooling="last", batch_size=16) -> np.ndarray:
         """Each item's prompt state, at its last token (``"last"``) or mean-pooled: (n, d) float64.

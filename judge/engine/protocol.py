@@ -406,7 +406,7 @@ class HiddenStates(Protocol):
     def hidden_states(self, items, *, root=(), pooling: str = "last", batch_size: int = 16):
         """(n, d) float64: each item's prompt state at its last token (``"last"``) or mean-pooled."""
 
-    def score_items_states(self, items, *, root=(), batch_size: int = 8, pack: int = 1) -> tuple:
+    def score_items_states(self, items, *, root=(), batch_size: int = 8, pack: int = 1, progress=None) -> tuple:
         """(``score_items``' list, (n, d) answer-slot states), from one forward pass where the scorer can."""
 
 

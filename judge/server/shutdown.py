@@ -85,7 +85,7 @@ def serve(app, *, host: str = "127.0.0.1", port: int = 8009, drain_s: float = 30
 
     Examples
     --------
-    Not run as a doctest (+SKIP): it serves until stopped (tests/test_server_faults.py starts one
+    Not run as a doctest (+SKIP): it serves until stopped (tests/server/test_faults.py starts one
     with ``judge serve`` and stops it with SIGTERM).
 
     >>> from judge.server.app import create_app

@@ -127,7 +127,7 @@ def phrases(k: int, seed: int = 0) -> list[str]:
 def prefix_labels() -> list[str]:
     """Labels that are prefixes of one another, including across a space (fixed).
 
-    The union of the prefix families in tests/test_trie.py and tests/test_peers.py.
+    The union of the prefix families in tests/automaton/test_trie.py and tests/test_peers.py.
 
     Examples
     --------

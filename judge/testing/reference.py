@@ -262,7 +262,7 @@ class Reference:
             out.append((h[-1] if pooling == "last" else h.mean(0)).double().cpu().numpy())
         return np.stack(out) if out else np.zeros((0, int(self.model_.config.get_text_config().hidden_size)))
 
-    def score_items_states(self, items, *, root=(), batch_size: int = 8, pack: int = 1) -> tuple:
+    def score_items_states(self, items, *, root=(), batch_size: int = 8, pack: int = 1, progress=None) -> tuple:
         """(:meth:`score_items`, :meth:`hidden_states`), each by its own plain passes."""
         items = list(items)
         return self.score_items(items), self.hidden_states(items)

@@ -543,3 +543,32 @@ def test_a_head_missing_what_its_features_need_is_refused_with_what_is_missing()
     y = np.array([0, 1, 0, 1])
     with pytest.raises(ValueError, match=r"the sparse \(TF-IDF\) features have 3 rows, expected 4: one per text\."):
         fit_head((np.zeros((4, 2)), sp.csr_matrix(np.ones((3, 7)))), y, 2, l2=1.0)
+
+
+def test_fit_reads_states_and_zero_shot_scores_from_one_model_pass(pair, monkeypatch):
+    """fit(features="hidden+scores") and the fitted head's predict: the answer-slot states come from the pass that
+    scores the labels (Engine.hidden_states, a pass of their own, is never called; score_items_states once per
+    call), and the head equals the one fitted on states from a pass of their own, within the float noise between
+    the two passes."""
+    from judge.adaptation import fit_adaptation
+    from judge.calibrated import offset_scores
+    from judge.engine import Engine
+
+    ref = clf_of(pair, embedder=None)
+    two_pass = fit_adaptation(ref, TEXTS, Y, base_scores=lambda t: offset_scores(ref, t), features="hidden+scores",
+                              cv=3, l2=1.0)
+    calls = {"hidden_states": 0, "score_items_states": 0}
+    for name in calls:
+        real = getattr(Engine, name)
+        monkeypatch.setattr(Engine, name, lambda *a, _real=real, _name=name, **k: (
+            calls.__setitem__(_name, calls[_name] + 1), _real(*a, **k))[1])
+    one = clf_of(pair, embedder=None)
+    one.predict(TEXTS[:1])  # the label-free prior's own scoring, before counting
+    calls.update(hidden_states=0, score_items_states=0)
+    one.fit(TEXTS, Y, features="hidden+scores", cv=3, l2=1.0)
+    assert calls == {"hidden_states": 0, "score_items_states": 1}
+    np.testing.assert_allclose(one.adaptation_.weights, two_pass.weights, atol=1e-4)
+    p = one.predict_proba(TEXTS)
+    assert calls == {"hidden_states": 0, "score_items_states": 2}
+    ref_p = two_pass.decision_function(ref, TEXTS, lambda t: offset_scores(ref, t))  # states from their own pass
+    np.testing.assert_allclose(p, np.exp(ref_p - np.logaddexp.reduce(ref_p, axis=1, keepdims=True)), atol=1e-5)

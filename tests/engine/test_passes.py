@@ -1,7 +1,7 @@
 """The pass planner and the pass itself (:mod:`judge.engine.passes`, :mod:`judge.engine.forest`) at their edges.
 
 What a caller of ``plan_passes`` / ``Engine.score_items`` relies on beyond the random plans of
-tests/test_server_limits.py: bad budgets are refused by name; an option that does not fit is
+tests/server/test_limits.py: bad budgets are refused by name; an option that does not fit is
 refused exactly at the limit, the message naming the setting to raise and what it counts; a
 split item whose prompt the call's root already holds stays on that root; ``pack`` merges the
 longest prompts together and scores as the brute force; an item whose only option is empty

@@ -1,7 +1,7 @@
 """The guard's methods chosen on validation (issue 29 A, second round): answer-naming sentences erased where they
 decided, repeated filler collapsed, titled blocks read in one canonical form, cautious options erased in blocks.
 
-The same tiny random Llama and lm_head edit as tests/test_decisions_guard.py: a planted piece moves the answer
+The same tiny random Llama and lm_head edit as tests/decisions/test_guard.py: a planted piece moves the answer
 along the part of the final hidden state the clean prompt lacks.
 """
 
@@ -16,7 +16,7 @@ from judge.decisions.guard import plan_call
 from judge.decisions.pieces import canonical, repeats
 from judge.decisions.scanners import echoes, scan
 from judge.engine import Engine
-from tests.test_decisions_guard import CLEAN, QUESTION, Spy, _edit_towards
+from tests.decisions.test_guard import CLEAN, QUESTION, Spy, _edit_towards
 
 OPTS = {"o0": ["Verify the return first."], "o1": ["Reject the request."], "o2": ["Authorize the refund."]}
 

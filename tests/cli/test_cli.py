@@ -13,7 +13,7 @@ import pytest
 
 from judge.cli import build_parser, main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMANDS = ["predict", "calibrate", "fit", "evaluate", "bench", "serve", "calibrate-decisions", "batch"]
 
 
@@ -71,7 +71,7 @@ def test_evaluate_writes_report(tiny_dir, datasets_dir, tmp_path, capsys):
 
 
 def test_bench_runs(capsys):
-    from .conftest import shared_path
+    from tests.conftest import shared_path
 
     main(["bench", "--tokenizer", str(shared_path("tokenizers", "gpt2")), "--k", "10,100", "--repeats", "1"])
     assert "K=100" in capsys.readouterr().out

@@ -5,7 +5,7 @@ behind a `Decider`. Each limit is met exactly (``n == limit``: admitted) and pas
 (``limit + 1``: 413 naming the limit), on both routes where it applies: questions per request,
 options per question, the request's tokens, the state plus the longest question, the model's
 context (where the answer is checked against the engine itself: admitted exactly when the
-engine can score it), and the cut of a request into jobs. tests/test_server_limits.py checks
+engine can score it), and the cut of a request into jobs. tests/server/test_limits.py checks
 the same limits through a real server, past the limit.
 """
 

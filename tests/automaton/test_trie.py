@@ -16,8 +16,7 @@ from judge.automaton import _kernels as K
 from judge.automaton import trie as trie_mod
 from judge.automaton.trie import ByteTrie, TrieAutomaton
 from judge.automaton.vocab import Vocabulary
-
-from .conftest import TOKENIZERS, load_vocab
+from tests.conftest import TOKENIZERS, load_vocab
 
 rng = random.Random(1234)
 _WORDS = "get set list user profile account order payment invoice search send email file report".split()
@@ -97,7 +96,7 @@ def test_allowed_equals_naive_walk(name, family):
 
 
 def test_canonical_tokenization_is_admitted():
-    from .conftest import load_tokenizer
+    from tests.conftest import load_tokenizer
 
     for name in TOKENIZERS:
         tok, vocab = load_tokenizer(name), load_vocab(name)

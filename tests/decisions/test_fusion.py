@@ -109,7 +109,7 @@ def test_without_the_embed_extra_the_lm_alone_with_a_notice():
             Decider(embedder=None).fuser_
         print(len(w))
     """)
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root, env=env)
     assert out.returncode == 0, out.stderr

@@ -78,7 +78,7 @@ def test_profiles_save_load_and_are_served(tiny_llama, fitted, tmp_path):
     pytest.importorskip("fastapi")
     httpx = pytest.importorskip("httpx")
     from judge.server.app import ServerConfig, create_app
-    from tests.test_server import serve
+    from tests.server.test_app import serve
 
     _, prof = fitted
     path = tmp_path / "profile.json"

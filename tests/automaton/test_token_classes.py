@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 from judge.automaton.token_classes import TokenClasses
 from judge.automaton.trie import TrieAutomaton
 from judge.automaton.vocab import Vocabulary
-
-from .conftest import TOKENIZERS, load_vocab
-from .test_trie import FAMILIES, _icd_codes, _tool_names
+from tests.automaton.test_trie import FAMILIES, _icd_codes, _tool_names
+from tests.conftest import TOKENIZERS, load_vocab
 
 
 def _naive_partition(auto):

@@ -25,8 +25,7 @@ from judge.testing import (
     tool_names,
     unicode_labels,
 )
-
-from .conftest import load_tokenizer
+from tests.conftest import load_tokenizer
 
 torch = pytest.importorskip("torch")
 

@@ -41,9 +41,9 @@ from judge.decisions import Decider  # noqa: E402
 from judge.engine import Engine, Item, Query  # noqa: E402
 from judge.server.app import ServerConfig, create_app  # noqa: E402
 from judge.testing import Reference  # noqa: E402
-from tests.test_server import CHOICE, NOUL, TICKET, _Slow, body, post, serve  # noqa: E402  (429 + Retry-After: tests/test_server.py)
+from tests.server.test_app import CHOICE, NOUL, TICKET, _Slow, body, post, serve  # noqa: E402  (429 + Retry-After: tests/server/test_app.py)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _decider(model, tok=None, **kw):

@@ -35,9 +35,9 @@ from judge.decisions import Decider  # noqa: E402
 from judge.server.app import ServerConfig, create_app  # noqa: E402
 from judge.server.contract import SystemOneRequest, to_questions  # noqa: E402
 from judge.testing import Reference  # noqa: E402
-from tests.test_server import CHOICE, NOUL, body, post, serve  # noqa: E402
+from tests.server.test_app import CHOICE, NOUL, body, post, serve  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 N_FLIGHT = 32
 
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import judge.datasets as jd
 from judge.datasets import LabeledTexts, _common, load
 
-_REPO_DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+_REPO_DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 DATA_DIR = Path(os.environ.get("JUDGE_DATA_DIR") or _REPO_DATA)
 
 needs_data = pytest.mark.skipif(
@@ -71,7 +71,7 @@ def test_import_does_not_import_heavy_modules():
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert out.stdout.strip() == "[]"
 

@@ -18,8 +18,7 @@ torch = pytest.importorskip("torch")
 
 import judge.structured as S  # noqa: E402
 from judge.structured import StructuredLogitsProcessor, StructuredSchema, generate_structured  # noqa: E402
-
-from .conftest import load_tokenizer, load_vocab  # noqa: E402
+from tests.conftest import load_tokenizer, load_vocab  # noqa: E402
 
 _WORDS = "get set list user profile account order payment invoice search send email file report".split()
 _FUZZ = ["café", "naïve", "日本語", "日本", "😀", "a\"b", "back\\slash", "tab\there", "x", "xy", "xyz",

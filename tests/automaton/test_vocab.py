@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from judge.automaton.vocab import Vocabulary, bytes_to_unicode
-
-from .conftest import TOKENIZERS, load_tokenizer
+from tests.conftest import TOKENIZERS, load_tokenizer
 
 
 def fresh_vocab(name: str, **kw) -> Vocabulary:
