@@ -94,6 +94,9 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
+# The theme's light/dark mode before a reader picks one: unset, the theme logs "Got invalid theme
+# mode" as a console error on every first visit (tests/test_docs_browser.py found it).
+html_context = {"default_mode": "auto"}
 # [project.urls] in pyproject.toml names no repository, so the navbar has no repository link.
 html_show_sourcelink = False
 html_copy_source = False
