@@ -49,7 +49,8 @@ suppress_warnings = [
 ]
 
 # -- MyST: the Markdown guide pages as they are ---------------------------------------------
-myst_enable_extensions = ["colon_fence", "deflist"]
+myst_enable_extensions = ["colon_fence", "deflist", "substitution"]
+myst_substitutions = {"release": release}  # {{ release }} on a page: the package's version
 myst_heading_anchors = 3  # '#accuracy-calibration-...' links between the pages keep working
 
 # -- the API reference -----------------------------------------------------------------------
@@ -63,12 +64,15 @@ numpydoc_show_class_members = False  # the class template lists methods and attr
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks: set[str] = set()
 
-# -- the gallery: examples/plot_*.py, run at build time (seconds, no language model) ----------
+# -- the gallery: examples/plot_*.py, run at build time ----------------------------------------
+# Five draw the benchmarks' results files (a second each); three run the packaged model on
+# docs/tickets.csv or a ticket (30 s to 2 min each on 2 cores). The order is a story:
+# _ext/gallery_order.py.
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
-    "within_subsection_order": "FileNameSortKey",
+    "within_subsection_order": "gallery_order.GalleryOrder",
     "download_all_examples": False,
     "remove_config_comments": True,
     "write_computation_times": False,
@@ -90,6 +94,9 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
+# The theme's light/dark mode before a reader picks one: unset, the theme logs "Got invalid theme
+# mode" as a console error on every first visit (tests/test_docs_browser.py found it).
+html_context = {"default_mode": "auto"}
 # [project.urls] in pyproject.toml names no repository, so the navbar has no repository link.
 html_show_sourcelink = False
 html_copy_source = False
