@@ -68,14 +68,17 @@ def test_block_boundary_guard(tiny, tiny_hf):
     _close(tiny.score([q]), want)
     _close(tiny.score([q]), want)  # the second time every block of the prompt is in the cache
     assert tiny.cache_stats_["recomputed"] > before, "the guard never fired: the test did not reach the boundary"
-    # why the guard exists: vLLM 0.32 answers such a request from a block it never computed
+    # Why the guard exists: asked directly, vLLM 0.32 serves such a request from its cache (checked
+    # below), and on some CPUs it then reads the first label token from a block it never computed
+    # (seen on the development machine: off by more than 1e-3 nats; on CI's machine the raw answer
+    # was right). Whether it is wrong depends on the machine, so the raw value is not asserted
+    # either way: the guard recomputes in both cases, and the scores above are checked exactly.
     ids = tiny.encode(q.pieces)
     seq = tuple(ids + tiny.option_ids("\nLabel:", LABELS)[0])
     out = tiny._run([seq], skip_cache=False)[0]
-    assert out.num_cached_tokens >= len(ids)
+    assert out.num_cached_tokens >= len(ids), "the boundary case was not reached: the prompt's blocks were not cached"
     raw = vb._token_logprobs(out, seq, len(ids))
-    assert raw is None or abs(sum(raw) - want[0][0]) > 1e-3, \
-        "vLLM now returns valid log-probabilities from cached blocks; the guard is still right, only slower"
+    assert raw is None or len(raw) == len(seq) - len(ids)
 
 
 def test_prefix_cache_is_used(tiny):
