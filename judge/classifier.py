@@ -42,7 +42,12 @@ from judge.calibration.bias import CONTENT_FREE
 from judge.engine.protocol import Closing
 from judge.fusion import is_fused
 from judge.inspection import InspectionMixin
-from judge.labels import as_label_list, label_descriptions, label_names_for
+from judge.labels import (
+    as_label_list,
+    label_descriptions,
+    label_names_for,
+    warn_if_descriptions_unscored,
+)
 from judge.parameters import METHODS, PARAM_NAMES, Parameters, names_with
 from judge.transductive import TransductiveMixin, transductive_for, transductive_scores
 
@@ -144,6 +149,10 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         (:class:`judge.backends.vllm.VLLMScorer`, its own environment: ``scripts/setup_vllm.sh``;
         the same token sequences, equal to float32 rounding; no ``think``, ``decode`` or
         model-embedded shortlist; every label scored where the engine would search).
+    length_norm : {None, "token", "byte"}
+        Each label's log-probability as is (None: the sequence likelihood, which favours short labels), per
+        token scored, or per byte of its text (lm-evaluation-harness's ``acc_norm``), before the prior and
+        the fusion; the exact path only (:func:`judge.compiled.length_divisors`).
 
     Attributes
     ----------
@@ -179,7 +188,8 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
                  label_names=None, batch_size=8, device=None, think=False, think_tokens=128,
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False,
                  pack=1, rotations=1, search_budget=20_000, search_tolerance=1e-3, shortlist=None,
-                 shortlist_encoder=None, backend="transformers", prior="auto", describe="auto", embedder="auto"):
+                 shortlist_encoder=None, backend="transformers", prior="auto", describe="auto", embedder="auto",
+                 length_norm=None):
         given = {name: value for name, value in locals().items() if name in PARAM_NAMES}
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "calibration_", None)
@@ -189,14 +199,7 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         object.__setattr__(self, "_lock", threading.RLock())  # compile, fit and set_params, one at a time
         Parameters.__init__(self, given)  # checked, then stored (judge.parameters)
         self._reset_fusion(warn=True)
-        from judge.labels import AUTO_DESCRIBE
-
-        if describe == "auto" and AUTO_DESCRIBE == "name" and any(d for d in (self.descriptions or {}).values()):
-            warnings.warn(
-                "Classifier got label descriptions; describe='auto' has the model score the label names (chosen on "
-                "the four validation splits, where descriptions lowered the model's mean accuracy from 44.9% to "
-                "43.4%; they helped on Banking77 and CLINC150, hurt on TREC). Pass describe='description' or "
-                "'both' to score them, or describe='name' to silence this.", UserWarning, stacklevel=2)
+        warn_if_descriptions_unscored(describe, self.descriptions)
 
     # ------------------------------------------------- parameters (judge.parameters.Parameters)
     def _store(self, name, value):

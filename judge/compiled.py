@@ -55,7 +55,8 @@ from judge.label_paths import (
 )
 from judge.prompts import DEFAULT_PROMPT, PromptTemplate
 
-__all__ = ["LabelSpec", "ScoreOptions", "Scored", "CompiledLabels", "compile_labels", "options_of", "zero_shot_scores"]
+__all__ = ["LabelSpec", "ScoreOptions", "Scored", "CompiledLabels", "compile_labels", "options_of", "zero_shot_scores",
+           "length_divisors"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ class LabelSpec:
         Labels kept per text by retrieval; ``shortlist_encoder`` embeds them.
     model, tokenizer, device, end_token, backend
         The scorer's settings (`judge.backends.make_scorer`).
+    length_norm : {None, "token", "byte"}
+        Each label's log-probability divided by its length (:func:`length_divisors`).
 
     Examples
     --------
@@ -106,6 +109,7 @@ class LabelSpec:
     device: Any = None
     end_token: Any = "auto"
     backend: str = "transformers"
+    length_norm: str | None = None
 
 
 @dataclass(frozen=True)
@@ -296,8 +300,10 @@ class CompiledLabels:
 
     def searchable(self) -> bool:
         """Whether the certified search applies: exact or search path, one prompt, no think, no shortlist,
+        no length normalisation (its prefix bound holds for sums of log-probabilities, not for means),
         a tree-pass scorer, prefix-free label sequences."""
         return (self.method in ("exact", "search") and not self.think and not self.rotated and self.spec.shortlist is None
+                and self.spec.length_norm is None
                 and isinstance(self.engine, TreeSearch) and self.engine.path_ == "tree"
                 and self.option_trie is not None and self.option_trie.prefix_free)
 
@@ -377,7 +383,8 @@ class CompiledLabels:
         if not texts:
             return Scored(np.zeros((0, K)), self.method)
         if self.spec.shortlist is not None and self.label_seqs is not None:
-            return Scored(score_shortlist(self, texts, self.shortlist().query(texts), batch_size=step), "shortlist")
+            s = score_shortlist(self, texts, self.shortlist().query(texts), batch_size=step)
+            return Scored(self._normalised(s), "shortlist")
         if self.method == "search" and not full:  # labels within search_tolerance of the mass, the rest -inf
             r = searched(None, "tolerance", o.search_tolerance)
             if r is not None:
@@ -390,13 +397,19 @@ class CompiledLabels:
         path = "first_token" if self.method == "first_token" else "exact"
         if states and not self.rotated and not self.think and isinstance(self.engine, HiddenStates):
             s, H = score_exact(self, texts, batch_size=max(1, step // pack), progress=show, pack=pack, states=True)
-            return Scored(s, path, states=H)
+            return Scored(self._normalised(s), path, states=H)
         out = []
         for ci in (self, *self.rotated):  # rotations: the mean log-probability over the list orders
             extras = think(ci, texts, batch_size=step) if ci.think else None
             out.append(score_exact(ci, texts, batch_size=max(1, step // pack), progress=show, extras=extras,
                                    pack=pack))
-        return Scored(out[0] if len(out) == 1 else np.mean(out, axis=0), path)
+        return Scored(self._normalised(out[0] if len(out) == 1 else np.mean(out, axis=0)), path)
+
+    def _normalised(self, scores: np.ndarray) -> np.ndarray:
+        """``scores`` divided by each label's length under ``spec.length_norm`` (-inf stays -inf)."""
+        if self.spec.length_norm is None:
+            return scores
+        return scores / length_divisors(self)
 
 
 def options_of(clf) -> ScoreOptions:
@@ -509,6 +522,14 @@ def _compile_prompt(spec: LabelSpec, eng, prompt, method=None) -> CompiledLabels
                 f"method='first_token' needs every label to start with a different token, but {dup} "
                 f"share their first token; use method='exact' (or 'auto').")
         max_tokens = max(len(s) for s in seqs)
+    if spec.length_norm is not None and (method in ("search", "decode") or (
+            method == "first_token" and any(len(x) > 1 for x in seqs))):
+        why = (f"the {method} path scores only some of the {K} labels per text" if method != "first_token" else
+               "method='first_token' scores each label's first token only, and some labels have several")
+        raise ValueError(
+            f"length_norm={spec.length_norm!r} divides each label's full log-probability by its length, but "
+            f"{why}. Use method='exact' (every label scored in full; K={K}, decode_above={spec.decode_above}) "
+            f"or length_norm=None.")
     if method in ("exact", "search") and isinstance(eng, TreeSearch):
         trie = OptionTrie(seqs)
     if method == "decode":
@@ -538,3 +559,31 @@ def zero_shot_scores(clf, texts, *, full: bool = False, states: bool = False):
     """
     r = clf.compiled_.score(texts, options_of(clf), full=full, states=states)
     return (r.scores, r.states) if states else r.scores
+
+
+def length_divisors(c: CompiledLabels) -> np.ndarray:
+    """What each label's log-probability is divided by under ``c.spec.length_norm``: (K,) float64.
+
+    ``"token"``: the number of tokens scored for the label (its canonical tokens, plus the end token
+    where one is appended; 1 on the first-token path); ``"byte"``: the UTF-8 bytes of the label's text
+    as the model writes it after the answer cue (``c.surfaces``, the leading space included, as
+    lm-evaluation-harness's ``acc_norm`` counts the continuation's bytes); None: ones.
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> c = Classifier(["card_arrival", "pin"], model, tokenizer=tok, method="exact", length_norm="byte").compiled_
+    >>> c.surfaces, length_divisors(c).tolist()
+    ([' card arrival', ' pin'], [13.0, 4.0])
+    """
+    K = len(c.surfaces)
+    norm = c.spec.length_norm
+    if norm is None:
+        return np.ones(K)
+    if norm == "byte":
+        return np.asarray([max(1, len(x.encode("utf-8"))) for x in c.surfaces], np.float64)
+    if c.method == "first_token":
+        return np.ones(K)
+    return np.asarray([len(x) for x in c.label_seqs], np.float64)

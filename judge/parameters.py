@@ -31,13 +31,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Param", "PARAMS", "PARAM_NAMES", "REQUIRED", "METHODS", "PRIORS", "UNSAVED", "param",
+__all__ = ["Param", "PARAMS", "PARAM_NAMES", "REQUIRED", "METHODS", "PRIORS", "LENGTH_NORMS", "UNSAVED", "param",
            "check_value", "check_together", "names_with", "Change", "plan_change", "Parameters"]
 
 #: The scoring paths of ``Classifier(method=...)``.
 METHODS = ("auto", "first_token", "exact", "search", "decode")
 #: The label-free corrections of ``Classifier(prior=...)``.
 PRIORS = ("auto", "contextual", "batch", "none", None)
+#: The length normalisations of ``Classifier(length_norm=...)``: a label's log-probability as is, per
+#: token scored, or per byte of the label's text (`judge.compiled.length_divisors`).
+LENGTH_NORMS = (None, "token", "byte")
 
 
 class _Required:
@@ -195,6 +198,7 @@ PARAMS: tuple[Param, ...] = (
     Param("prior", "auto", "prior", "none", "json", _one_of("prior", PRIORS)),
     Param("describe", "auto", "labels", "refit", "json", _describe),
     Param("embedder", "auto", "fusion", "refit", "embedder", _encoder("embedder"), fusion_input=True),
+    Param("length_norm", None, "spec", "refit", "json", _one_of("length_norm", LENGTH_NORMS)),
 )
 
 #: The parameters' names, in order.
@@ -382,7 +386,7 @@ class Parameters:
         >>> model, tok = tiny_pair()
         >>> p = Classifier({"yes": "agrees", "no": None}, model, tokenizer=tok, describe="both", top_k=3).get_params()
         >>> p["labels"], p["top_k"], len(p)
-        ({'yes': 'agrees', 'no': None}, 3, 25)
+        ({'yes': 'agrees', 'no': None}, 3, 26)
         """
         return dict(self._given)
 

@@ -251,3 +251,51 @@ def test_zero_shot_scores_use_the_classifiers_run_options_and_search_unless_full
     exact = Classifier(labels, model, tokenizer=tok, method="exact").decision_function(TEXTS)
     assert np.isfinite(full).all()
     np.testing.assert_allclose(full, exact, atol=1e-5)
+
+
+NORM_LABELS = ["card_arrival", "pin", "café_crème_refund"]  # lengths differ; non-ASCII: bytes are not characters
+
+
+@pytest.mark.parametrize("norm", ["token", "byte"])
+def test_length_normalised_scores_equal_a_brute_force(pair, norm):
+    """Each label scored by its own forward pass (the reference), divided by its token count or its UTF-8 bytes."""
+    from judge.engine import Item
+
+    model, tok = pair
+    clf = Classifier(NORM_LABELS, model, tokenizer=tok, method="exact", length_norm=norm, embedder=None)
+    c = clf.compiled_
+    got = clf.decision_function(TEXTS)
+    ref = Reference(model, tok)
+    for i, t in enumerate(TEXTS):
+        ids = ref.encode(c.pieces(t))
+        for k, seq in enumerate(c.label_seqs):
+            lp = float(ref.score_items([Item(ids, [seq])])[0][0])
+            d = len(seq) if norm == "token" else len(c.surfaces[k].encode("utf-8"))
+            assert got[i, k] == pytest.approx(lp / d, abs=1e-5)
+    assert len(c.surfaces[2].encode("utf-8")) > len(c.surfaces[2])  # the byte count is not the character count
+
+
+def test_length_normalisation_reaches_the_prior_and_predict_and_survives_save(pair, tmp_path):
+    model, tok = pair
+    plain = Classifier(NORM_LABELS, model, tokenizer=tok, method="exact", embedder=None)
+    clf = Classifier(NORM_LABELS, model, tokenizer=tok, method="exact", length_norm="token", embedder=None)
+    from judge.compiled import length_divisors
+
+    div = length_divisors(clf.compiled_)
+    assert np.allclose(clf.decision_function(TEXTS), plain.decision_function(TEXTS) / div)
+    assert np.allclose(clf.content_free_scores(), plain.content_free_scores() / div)
+    assert not clf.compiled_.searchable()  # the prefix bound holds for sums, not means: predict scores in full
+    assert list(clf.predict(TEXTS)) == list(clf.classes_[clf.predict_proba(TEXTS).argmax(1)])
+    clf.save(tmp_path / "c", model_ref="tiny")
+    back = Classifier.load(tmp_path / "c", model=model, tokenizer=tok)
+    assert back.length_norm == "token" and np.allclose(back.decision_function(TEXTS), clf.decision_function(TEXTS))
+
+
+def test_length_normalisation_is_refused_where_labels_are_not_scored_in_full(pair):
+    model, tok = pair
+    with pytest.raises(ValueError, match="length_norm='byte'.*method='exact'"):
+        Classifier(NORM_LABELS, model, tokenizer=tok, method="search", length_norm="byte").setup()
+    with pytest.raises(ValueError, match="first token only"):
+        Classifier(NORM_LABELS, model, tokenizer=tok, method="first_token", length_norm="token").setup()
+    with pytest.raises(ValueError, match="Unknown length_norm 'char'"):
+        Classifier(NORM_LABELS, model, tokenizer=tok, length_norm="char")

@@ -49,7 +49,7 @@ def _non_defaults(model, tok):
                 batch_size=3, think=True, think_tokens=4, top_k=2, decode_above=50, end_token=True,
                 progress=False, batch_invariant=True, pack=2, rotations=2, search_budget=100,
                 search_tolerance=0.01, shortlist=1, shortlist_encoder="tfidf", prior="contextual",
-                describe="both", embedder="minilm")
+                describe="both", embedder="minilm", length_norm="byte")
 
 
 def test_every_saved_parameter_survives_save_and_load(pair, tmp_path):
