@@ -20,6 +20,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Cascade",
     "Classifier",
+    "classify",
+    "SetAnswer",
     "Engine",
     "Query",
     "Decider",
@@ -42,6 +44,8 @@ __all__ = [
 _LAZY = {
     "Classifier": "judge.classifier",
     "Cascade": "judge.cascade",
+    "classify": "judge.label_sets",
+    "SetAnswer": "judge.label_sets",
     "TrieAutomaton": "judge.automaton.trie",
     "Vocabulary": "judge.automaton.vocab",
     "TrieLogitsProcessor": "judge.automaton.hf",

@@ -42,12 +42,8 @@ from judge.calibration.bias import CONTENT_FREE
 from judge.engine.protocol import Closing
 from judge.fusion import is_fused
 from judge.inspection import InspectionMixin
-from judge.labels import (
-    as_label_list,
-    label_descriptions,
-    label_names_for,
-    warn_if_descriptions_unscored,
-)
+from judge.labels import as_label_list, label_descriptions, label_names_for
+from judge.labels import warn_if_descriptions_unscored as _warn_descriptions
 from judge.parameters import METHODS, PARAM_NAMES, Parameters, names_with
 from judge.transductive import TransductiveMixin, transductive_for, transductive_scores
 
@@ -199,7 +195,7 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         object.__setattr__(self, "_lock", threading.RLock())  # compile, fit and set_params, one at a time
         Parameters.__init__(self, given)  # checked, then stored (judge.parameters)
         self._reset_fusion(warn=True)
-        warn_if_descriptions_unscored(describe, self.descriptions)
+        _warn_descriptions(describe, self.descriptions)
 
     # ------------------------------------------------- parameters (judge.parameters.Parameters)
     def _store(self, name, value):

@@ -8,7 +8,8 @@ decided in one place, :meth:`judge.compiled.CompiledLabels.score`:
 * :func:`think` — the think-then-answer wrapper: the model writes its reasoning greedily, and
   the answer cue follows; any path scores after it, and calibration's content-free inputs go
   through the same wrapper.
-* :func:`score_exact` (``exact`` and ``first_token``) — one pass of the scorer over the prompt forest.
+* :func:`score_exact` (``exact`` and ``first_token``) — one pass of the scorer over the prompt forest;
+  inside :func:`prefetched`, the rows scored ahead in one pass over several label sets' items.
 * :func:`search_texts` — the certified search (:class:`judge.engine.protocol.TreeSearch`).
 * :func:`score_decode` — beam search through the label automaton for huge label sets,
   ``top_k`` *distinct* labels, each rescored canonically (label tokens + end token), every
@@ -21,17 +22,69 @@ What it deliberately does not do: choose a path, calibrate, or validate user arg
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import warnings
 
 import numpy as np
 
 from judge._errors import caller_stacklevel
-from judge.engine.protocol import HiddenStates, Item, LocalModel, TokenVocabulary, option_context
+from judge.engine.protocol import (
+    HiddenStates,
+    Item,
+    LocalModel,
+    TokenVocabulary,
+    default_root,
+    option_context,
+)
 
-__all__ = ["THINK_CUE", "local_model", "states_scorer", "vocabulary", "prompt_items", "think", "score_exact", "score_decode", "search_texts",
+__all__ = ["THINK_CUE", "prefetched", "item_key", "local_model", "states_scorer", "vocabulary", "prompt_items", "think", "score_exact", "score_decode", "search_texts",
            "score_shortlist", "generate_unconstrained"]
 
 THINK_CUE = "\n\nFinal answer:\n"
+
+#: (scorer, {item key: scores}) while :func:`prefetched` is open, else None.
+_PREFETCHED = contextvars.ContextVar("judge_prefetched_scores", default=None)
+
+
+def item_key(item) -> tuple:
+    """What an item's scores depend on: its prompt ids, option token sequences and first-token flag.
+
+    Examples
+    --------
+    >>> item_key(Item([1, 2], [[3], [4, 5]]))
+    ((1, 2), ((3,), (4, 5)), False)
+    """
+    return tuple(item.ids), tuple(tuple(s) for s in item.options), bool(item.first_only)
+
+
+@contextlib.contextmanager
+def prefetched(scorer, items, *, batch_size=8, pack=1, progress=None):
+    """Score ``items`` in one call of ``scorer`` now; inside the block, :func:`score_exact` on that scorer
+    reads its rows from these results where every item it needs is among them (else it scores as usual).
+
+    What a call over several label sets uses (`judge.label_sets.classify`): each set's own steps run
+    unchanged, their model pass done ahead for all sets at once. An item's scores are keyed by its
+    whole content (:func:`item_key`), so a row is never read for another item.
+
+    Examples
+    --------
+    >>> from judge.engine import Engine
+    >>> from judge.testing import tiny_pair
+    >>> eng = Engine(*tiny_pair())
+    >>> with prefetched(eng, [Item([1, 2, 3], [[7], [8]])]) as memo:
+    ...     len(memo)
+    1
+    """
+    items = list(items)
+    root = default_root([it.ids for it in items])  # the prompts' common prefix: computed once
+    rows = scorer.score_items(items, root=root, batch_size=batch_size, pack=pack, progress=progress) if items else []
+    memo = {item_key(it): r for it, r in zip(items, rows)}
+    token = _PREFETCHED.set((scorer, memo))
+    try:
+        yield memo
+    finally:
+        _PREFETCHED.reset(token)
 
 
 def local_model(engine, what: str):
@@ -217,6 +270,11 @@ def score_exact(c, texts, *, batch_size=8, progress=False, extras=None, pack=1, 
     (2, 2)
     """
     items = prompt_items(c, texts, extras)
+    ahead = _PREFETCHED.get()
+    if ahead is not None and ahead[0] is c.engine and not states and items:
+        rows = [ahead[1].get(item_key(it)) for it in items]
+        if all(r is not None for r in rows):
+            return np.stack(rows)
     if states:
         res, H = states_scorer(c.engine, "states=True").score_items_states(
             items, root=c.root_ids, batch_size=batch_size, pack=pack, progress=progress)

@@ -14,7 +14,7 @@ def test_public_names():
     assert sorted(judge.__all__) == sorted([
         "Cascade", "Classifier", "LabelError", "NotCalibratedError", "TrieAutomaton", "Vocabulary",
         "TrieLogitsProcessor", "calibration", "datasets", "__version__", "Engine", "Query", "Decider",
-        "Choice", "YesNo", "Score", "structured", "PromptTemplate", "DEFAULT_PROMPT"])
+        "Choice", "YesNo", "Score", "structured", "PromptTemplate", "DEFAULT_PROMPT", "classify", "SetAnswer"])
     for name in judge.__all__:
         assert getattr(judge, name) is not None
 
