@@ -71,7 +71,13 @@ def _top(answer) -> int:
     return int(answer.choice[1:])
 
 
-def _decider(cached: bool):
+def _embedder_kw(embedder: str) -> dict:
+    """``Decider(**kw)`` for ``--embedder``: 'auto' (the Decider's default; beside a given scorer the LM alone),
+    'none' (the LM alone), or a name ('minilm': the fusion ``Decider()`` gives the packaged model on choices)."""
+    return {} if embedder == "auto" else {"embedder": None if embedder == "none" else embedder}
+
+
+def _decider(cached: bool, embedder: str = "auto"):
     from judge.decisions import Decider
     from judge.engine import Engine
 
@@ -95,7 +101,7 @@ def _decider(cached: bool):
                 return super()._key(type(q)(pieces=tuple(merged), options=q.options), first_token)
 
         scorer = Joined(scorer, CACHE / "scores_joined.sqlite", "smollm2")
-    return Decider(scorer=scorer)
+    return Decider(scorer=scorer, **_embedder_kw(embedder))
 
 
 # ----------------------------------------------------------------------------- validate
@@ -317,9 +323,20 @@ def neutral(args) -> None:
 
 # ----------------------------------------------------------------------------- audit
 
-def _serve(port: int, guard: bool, log):
+#: ``judge serve`` with every Decider it builds given ``embedder=`` (argv[1], a JSON value): `judge serve` passes its
+#: engine as the scorer, and ``embedder="auto"`` beside a given scorer is the LM alone.
+_SERVE_WITH_EMBEDDER = ("import json, sys\nimport judge.decisions as d\nE = json.loads(sys.argv[1])\n"
+                        "class Decider(d.Decider):\n    def __init__(self, *a, **k):\n"
+                        "        super().__init__(*a, **{**k, 'embedder': E})\n"
+                        "d.Decider = Decider\nfrom judge.cli import main\nraise SystemExit(main(sys.argv[2:]))")
+
+
+def _serve(port: int, guard: bool, log, embedder: str = "auto"):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "judge.cli", "serve", "--port", str(port), "--torch-threads", "1"]
+    args = ["serve", "--port", str(port), "--torch-threads", "1"]
+    kw = _embedder_kw(embedder)
+    cmd = [sys.executable, "-m", "judge.cli", *args] if not kw else \
+        [sys.executable, "-c", _SERVE_WITH_EMBEDDER, json.dumps(kw["embedder"]), *args]
     if guard:
         cmd.append("--guard")
     p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(HERE.parent))
@@ -337,10 +354,11 @@ def _serve(port: int, guard: bool, log):
     raise SystemExit("judge serve did not come up in 10 minutes")
 
 
-def _http_arm(name: str, port: int, guard: bool, checks=None, per_case=None, seed=None) -> dict:
+def _http_arm(name: str, port: int, guard: bool, checks=None, per_case=None, seed=None, embedder="auto") -> dict:
     CACHE.mkdir(parents=True, exist_ok=True)
+    name = name if embedder == "auto" else f"{name}_embedder-{embedder}"
     log = open(CACHE / f"serve_{name}.log", "w")
-    server = _serve(port, guard, log)
+    server = _serve(port, guard, log, embedder)
     try:
         cfg = CACHE / f"dmguard_{name}.yml"
         cfg.write_text(f"model:\n  type: systemone_http\n  url: http://127.0.0.1:{port}/v1/systemone\n"
@@ -364,14 +382,14 @@ def _http_arm(name: str, port: int, guard: bool, checks=None, per_case=None, see
             "s_per_decision": round(wall / max(1, calls), 3)}
 
 
-def _dmguard_arm(families, per_case) -> dict:
+def _dmguard_arm(families, per_case, embedder="auto") -> dict:
     """decision-model-guard's guard (steering gate: every unit erased; InvisibleText, ForgedTrustBlock, VerdictTokens;
     the cases' risky/order marks) around our Decider, through its Python API."""
     from decision_model_guard import DecisionGuard, SteeringGate
     from decision_model_guard.evaluate import audit
     from decision_model_guard.input_scanners import ForgedTrustBlock, InvisibleText, VerdictTokens
 
-    d = _decider(cached=False)
+    d = _decider(cached=False, embedder=embedder)
     stats = {"raw": [0, 0, 0.0], "guarded": [0, 0, 0.0]}  # decide_batch calls, scenes, seconds
 
     def make(kind):
@@ -403,8 +421,8 @@ class _OursWithMarks:
     """Our guard behind decision-model-guard's ``guard.decide`` interface (duck-typed), with the cases' own marks:
     ``risky`` options (or, for ordered cases, every option but the least cautious) become ``cautious``."""
 
-    def __init__(self):
-        self.d = _decider(cached=False)
+    def __init__(self, embedder="auto"):
+        self.d = _decider(cached=False, embedder=embedder)
         self.stats = [0, 0.0, 0]  # decisions, seconds, variants
 
     def without_audit(self):
@@ -428,10 +446,10 @@ class _OursWithMarks:
         return SimpleNamespace(index=_top(a), action=action, calls=a.guard.variants)
 
 
-def _ours_with_marks_arm(families, per_case) -> dict:
+def _ours_with_marks_arm(families, per_case, embedder="auto") -> dict:
     from decision_model_guard.evaluate import audit
 
-    g = _OursWithMarks()
+    g = _OursWithMarks(embedder)
     raw = {"n": 0, "s": 0.0}
 
     def decide_batch(scenes, question, options):
@@ -456,15 +474,19 @@ def audit_cmd(args) -> None:
     out = {}
     for name, guard in (("alone", False), ("guard", True)):
         if name in args.arms:
-            out[name] = _http_arm(name, args.port, guard, args.http_checks, args.http_per_case, args.seed)
-            out[name].update(checks=args.http_checks, per_case=args.http_per_case, seed=args.seed)
+            out[name] = _http_arm(name, args.port, guard, args.http_checks, args.http_per_case, args.seed,
+                                  args.embedder)
+            out[name].update(checks=args.http_checks, per_case=args.http_per_case, seed=args.seed,
+                             embedder=args.embedder)
             print(name, json.dumps({k: v for k, v in out[name].items() if k != "report"}), flush=True)
     if "ours+marks" in args.arms:
-        out["ours+marks"] = _ours_with_marks_arm(args.dmguard_checks, args.dmguard_per_case)
+        out["ours+marks"] = _ours_with_marks_arm(args.dmguard_checks, args.dmguard_per_case, args.embedder)
+        out["ours+marks"]["embedder"] = args.embedder
         print("ours+marks", json.dumps({k: v for k, v in out["ours+marks"].items() if k not in ("report", "markdown")}))
     if "dmguard" in args.arms:
-        out["dmguard"] = _dmguard_arm(args.dmguard_checks, args.dmguard_per_case)
+        out["dmguard"] = _dmguard_arm(args.dmguard_checks, args.dmguard_per_case, args.embedder)
         out["dmguard"]["checks"], out["dmguard"]["per_case"] = args.dmguard_checks, args.dmguard_per_case
+        out["dmguard"]["embedder"] = args.embedder
         print("dmguard", json.dumps({k: v for k, v in out["dmguard"].items() if k not in ("report", "markdown")}))
     path = HERE / "results" / f"{args.out}.json"
     old = json.loads(path.read_text()) if path.exists() else {}
@@ -584,6 +606,10 @@ def main(argv=None) -> int:
                                                                      "(default: the audit's own, 2)")
     a.add_argument("--seed", type=int, default=None, help="the audit's sampling seed (default: its own, 0)")
     a.add_argument("--out", default="decisions_guard_audit", help="results file stem in bench/results/")
+    a.add_argument("--embedder", default="auto",
+                   help="every arm's Decider embedder: 'auto' (as `judge serve` builds it: beside its engine, the LM "
+                        "alone), 'none' (the LM alone), 'minilm' (the packaged MiniLM fused on choice questions, what "
+                        "Decider() gives the packaged model)")
     n = sub.add_parser("neutral", help="harmless sentences at scale on the validation cases; averaging over halves")
     n.add_argument("--seed", type=int, default=29)
     c = sub.add_parser("cost", help="wall time of a guarded decision on a 20-sentence state")

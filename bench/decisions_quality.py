@@ -25,6 +25,8 @@ alone by float32 rounding, ~1e-6).
     PYTHONPATH=/tmp/decisions_before $P run --split test ... --tag before     # today's code, copied aside
     $P banking77 --n 300        # one choice question through /v1/systemone vs Classifier, test
     $P report --json bench/results/decisions_quality.json
+    # the LM alone and the default's fusion on choices (Decider(embedder="minilm") on this scorer), one run, side by side
+    $P run ... --embedder none,minilm; $P compare --labels default+embedder-none,default+embedder-minilm --json ...
     $P run --model tiny --n 1 --split validation --cache /tmp/dq   # seconds: the harness runs
 
 Variants (``--variant``) are ``+``-joined flags, applied to every question type:
@@ -105,6 +107,8 @@ def _decider(args, calibration=None):
         kw["style"] = style_of(args.variant)
     if getattr(args, "no_bias", False):
         kw["bias"] = None
+    if getattr(args, "embedder", "auto") != "auto":  # auto beside a given scorer: the LM alone (judge.decisions.fusion)
+        kw["embedder"] = None if args.embedder == "none" else args.embedder
     return jd.Decider(scorer=_decider.scorer, calibration=calibration, **kw)
 
 
@@ -159,7 +163,14 @@ def run(args) -> None:
 
     print(f"judge from {Path(judge.__file__).parent}", file=sys.stderr)
     for variant in args.variant.split(","):
-        _run_one(argparse.Namespace(**{**vars(args), "variant": variant}))
+        for embedder in args.embedder.split(","):  # the LM's scores are cached: a second embedder costs no LM pass
+            _run_one(argparse.Namespace(**{**vars(args), "variant": variant, "embedder": embedder}))
+
+
+def _label(args) -> str:
+    """The arm's name in its prediction file: the variant, ``+nobias``, ``+embedder-<name>`` (unless auto)."""
+    emb = getattr(args, "embedder", "auto")
+    return args.variant + ("+nobias" if args.no_bias else "") + ("" if emb == "auto" else f"+embedder-{emb}")
 
 
 def _run_one(args) -> None:
@@ -171,7 +182,7 @@ def _run_one(args) -> None:
     items = task_items(gens, args.n, _seed(args.split), framings=args.framings, permutations=args.permutations,
                        framings_per_item=args.framings_per_item)
     d = _decider(args)
-    label = args.variant + ("+nobias" if args.no_bias else "")
+    label = _label(args)
     rows = _through_server(d, items, f"{args.tag}/{label}")
     out = _preds_path(args.cache, args.tag, label, args.split)
     write_predictions(rows, out)
@@ -327,6 +338,54 @@ def report(args) -> None:
     Path(args.json).write_text(json.dumps(out, indent=1))
     print(markdown(arms))
     print(json.dumps(out["targets"], indent=1))
+
+
+def compare(args) -> None:
+    """Test figures of several arms of one run (prediction files by label), side by side: the median gain, per type.
+
+    Per arm: every question's card (`bench._decisions_report.question_cards`), the median over questions of
+    accuracy - majority overall and per question type, and how many questions answer one option on more than
+    gold's top share + 20 points. No scoring here.
+    """
+    from bench._decisions_report import question_cards
+
+    out = {"split": args.split, "seed": _seed(args.split), "tag": args.tag, "arms": {}}
+    for label in args.labels.split(","):
+        for cal in (False, True):
+            path = _preds_path(args.cache, args.tag, label, args.split, cal)
+            if not path.exists():
+                if not cal:
+                    raise SystemExit(f"no prediction rows for {label!r}: {path.name}")
+                continue
+            cards = question_cards(path)
+            gain = {k: c["accuracy"] - c["majority"] for k, c in cards.items()}
+            by_type = defaultdict(list)
+            for k, c in cards.items():
+                by_type[c["type"]].append(gain[k])
+            over = sorted(k for k, c in cards.items() if c["answer_top_share"] > c["majority"] + 0.20 + 1e-9)
+            out["arms"][label + (" + profile" if cal else "")] = {
+                "file": path.name, "n_rows": sum(c["n_rows"] for c in cards.values()),
+                "median_accuracy_minus_majority_points": round(100 * float(np.median(list(gain.values()))), 1),
+                "median_accuracy_minus_majority_points_by_type": {
+                    t: round(100 * float(np.median(g)), 1) for t, g in sorted(by_type.items())},
+                "mean_accuracy_by_type": {t: round(100 * float(np.mean([c["accuracy"] for c in cards.values()
+                                                                          if c["type"] == t])), 1)
+                                          for t in sorted(by_type)},
+                "questions_over_top_share_plus_20": len(over), "n_questions": len(cards), "over": over,
+                "cards": cards}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(out, indent=1))
+    for name, a in out["arms"].items():
+        print(f"{name:40s} median acc - majority {a['median_accuracy_minus_majority_points']:+6.1f} points; by type "
+              + ", ".join(f"{t} {v:+.1f}" for t, v in a["median_accuracy_minus_majority_points_by_type"].items())
+              + f"; over top share + 20: {a['questions_over_top_share_plus_20']} of {a['n_questions']}")
+    keys = sorted(next(iter(out["arms"].values()))["cards"])
+    print(f"\n{'question':38s} {'type':6s} {'maj':>4s} " + " ".join(f"{n[:22]:>22s}" for n in out["arms"]))
+    for k in keys:
+        c0 = next(iter(out["arms"].values()))["cards"][k]
+        print(f"{k:38s} {c0['type']:6s} {100 * c0['majority']:4.0f} " + " ".join(
+            f"{100 * a['cards'][k]['accuracy']:>12.0f} / top {100 * a['cards'][k]['answer_top_share']:3.0f}"
+            for a in out["arms"].values()))
 
 
 def audit(args) -> None:
@@ -502,6 +561,11 @@ def main(argv=None) -> int:
                    help="also answer with a profile fitted (calibrate_decisions) on --calibration-n validation items")
     r.add_argument("--calibration-n", type=int, default=40)
     r.add_argument("--no-bias", action="store_true", help="switch the default bias correction off")
+    r.add_argument("--embedder", default="auto",
+                   help="the Decider's embedder, or several joined by commas (run in turn on the cached LM scores): "
+                        "'auto' (its default; beside this given scorer that is the LM alone), 'none' (the LM alone), "
+                        "'minilm' (the packaged MiniLM fused on choice questions, as Decider() does for the packaged "
+                        "model); not 'auto', it names the prediction file (+embedder-<name>)")
     ds = sub.add_parser("datasets", help="the classification datasets as one choice question (validation)")
     ds.add_argument("--variant", default="default")
     ds.add_argument("--datasets", default=",".join(DATASETS))
@@ -524,18 +588,23 @@ def main(argv=None) -> int:
     rp = sub.add_parser("report", help="the test figures and targets from the prediction rows, into one JSON")
     rp.add_argument("--variant", default="default", help="the 'after' run's variant")
     rp.add_argument("--json", default=str(HERE / "results" / "decisions_quality.json"))
+    cp = sub.add_parser("compare", help="several arms of one run side by side: median gain overall and per type")
+    cp.add_argument("--labels", required=True, help="comma-separated arm labels (e.g. default+embedder-none)")
+    cp.add_argument("--split", choices=("validation", "test"), default="test")
+    cp.add_argument("--tag", default="after")
+    cp.add_argument("--json", required=True)
     au = sub.add_parser("audit", help="dmguard audit --no-guard against judge serve (a subprocess)")
     au.add_argument("--tag", default="after")
     au.add_argument("--pythonpath", default=None, help="where `judge` comes from (the copy of today's code: before)")
     au.add_argument("--port", type=int, default=8731)
     au.add_argument("--bias", default=None, help="serve with this Decider bias instead of the default")
-    for q in (r, ds, se, b7, rp, au):
+    for q in (r, ds, se, b7, rp, cp, au):
         q.add_argument("--model", default="smollm2", help="'smollm2' (packaged) or 'tiny' (random weights)")
         q.add_argument("--cache", default=str(DEFAULT_CACHE))
         q.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
     {"run": run, "datasets": datasets, "select": select, "banking77": banking77, "report": report,
-     "audit": audit}[a.cmd](a)
+     "compare": compare, "audit": audit}[a.cmd](a)
     return 0
 
 
