@@ -111,9 +111,14 @@ def _texts(q, plan) -> tuple[str, list[str]]:
     from judge.decisions.prompts import state_text
     from judge.fusion import label_texts
 
+    from judge.decisions.prompts import is_opaque_id
+
     instructions = "" if q.instructions is None else state_text(q.instructions)
-    options = label_texts(list(q.names), descriptions={n: None if d is None else (state_text(d) or None)
-                                                        for n, d in q.options.items()})
+    described = {n: None if d is None else (state_text(d) or None) for n, d in q.options.items()}
+    # an opaque id (o0, A, a UUID) is no part of an option's meaning, as the LM never scores it: the embedder
+    # reads its description alone, so the answer does not depend on which id carries which description
+    options = [described[n] if described.get(n) and is_opaque_id(n) else t
+               for n, t in zip(q.names, label_texts(list(q.names), descriptions=described))]
     return f"{instructions}\n{state_of_plan(plan)}".strip(), options
 
 

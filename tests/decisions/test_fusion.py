@@ -73,6 +73,21 @@ def test_a_fused_choice_is_the_fusion_of_the_lm_and_the_similarity(pair):
     np.testing.assert_allclose([a.probabilities[n] for n in q.names], np.exp(want) / np.exp(want).sum(), atol=1e-9)
 
 
+def test_opaque_ids_are_not_embedded_so_which_id_carries_which_description_changes_nothing(pair):
+    """The audit moved 3 of 12 fused answers by reordering options named o0, o1, ...: the embedder read 'o0: text'."""
+    stub = Stub()
+    d = Decider(*pair, embedder=stub)
+    texts = ["payments and refunds", "logins and bugs", "sales and prices"]
+    answers = []
+    for perm in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        q = Choice({f"o{i}": texts[j] for i, j in enumerate(perm)}, instructions="Which team should take this?")
+        stub.seen.clear()
+        a = d.ask(STATE, {"team": q})["team"]
+        assert not any(t.startswith("o") and ":" in t for t in stub.seen)  # descriptions alone
+        answers.append({q.options[n]: round(p, 6) for n, p in a.probabilities.items()})
+    assert answers[0] == answers[1] == answers[2]
+
+
 def test_under_the_guard_each_variant_is_read_without_what_it_erased(pair):
     stub = Stub()
     d = Decider(*pair, embedder=stub, guard=True)
