@@ -108,10 +108,8 @@ def state_of_plan(plan) -> str:
 
 
 def _texts(q, plan) -> tuple[str, list[str]]:
-    from judge.decisions.prompts import state_text
+    from judge.decisions.prompts import is_opaque_id, state_text
     from judge.fusion import label_texts
-
-    from judge.decisions.prompts import is_opaque_id
 
     instructions = "" if q.instructions is None else state_text(q.instructions)
     described = {n: None if d is None else (state_text(d) or None) for n, d in q.options.items()}
