@@ -9,9 +9,9 @@ CI step that runs it). Blocks in other languages must carry one of the two; a My
 fresh interpreter, one subprocess each (identical blocks once).
 
 The site (``python -m sphinx -W --keep-going -b html docs site``) is built once per test
-session, into a temporary folder: about 3.5 minutes on 2 cores from a clean checkout, most of it
-the gallery's three examples that run the packaged model (about a minute on later builds, which
-rerun only the examples whose source changed).
+session, into a temporary folder: 1.5-2.5 minutes on 2 cores from a clean checkout (docs/development.md
+has the measurements), most of it the gallery's three examples that run the packaged model (less on
+later builds, which rerun only the examples whose source changed).
 """
 
 from __future__ import annotations
