@@ -9,9 +9,9 @@ CI step that runs it). Blocks in other languages must carry one of the two; a My
 fresh interpreter, one subprocess each (identical blocks once).
 
 The site (``python -m sphinx -W --keep-going -b html docs site``) is built once per test
-session, into a temporary folder: about 3.5 minutes on 2 cores from a clean checkout, most of it
-the gallery's three examples that run the packaged model (about a minute on later builds, which
-rerun only the examples whose source changed).
+session, into a temporary folder: 1.5-2.5 minutes on 2 cores from a clean checkout (docs/development.md
+has the measurements), most of it the gallery's three examples that run the packaged model (less on
+later builds, which rerun only the examples whose source changed).
 """
 
 from __future__ import annotations
@@ -86,6 +86,37 @@ def test_the_marks_name_tests_that_exist():
                 continue
             for name in re.findall(r"tests/[\w/]+\.py", mark.group(2)):
                 assert (ROOT / name).is_file(), f"{page.name} names {name}, which does not exist"
+
+
+# The guide pages (docs/index.md's toctrees "Getting started" and "Guides"), each of which shows what
+# one of its examples prints; the explanation pages beside them are listed apart.
+GUIDES = ("index", "your_own_labels", "concepts", "guide", "fit", "sklearn", "decisions", "serving", "ray",
+          "vllm", "gpu")
+EXPLANATIONS = ("decisions_design",)
+CODE, OUTPUT = ("python", "bash"), ("text", "json")
+
+
+def toctree_pages(caption: str) -> list[str]:
+    """The entries of docs/index.md's toctree with this caption."""
+    text = (ROOT / "docs" / "index.md").read_text()
+    m = re.search(r":::\{toctree\}\n(?::[^\n]*\n)*?:caption: " + re.escape(caption) + r"\n(?::[^\n]*\n)*(.*?)\n:::",
+                  text, re.S)
+    assert m, f"no toctree with the caption {caption!r} in docs/index.md"
+    return ["index" if e == "self" else e for e in m.group(1).split() if e]
+
+
+def test_the_guide_list_is_the_toctrees_guides():
+    pages = toctree_pages("Getting started") + toctree_pages("Guides")
+    assert sorted(set(pages) - set(EXPLANATIONS)) == sorted(GUIDES), pages
+
+
+@pytest.mark.parametrize("page", GUIDES)
+def test_every_guide_page_shows_what_an_example_prints(page):
+    """A code block (Python or shell) whose next block is its output (text or JSON, marked as not run)."""
+    found = blocks(ROOT / "docs" / f"{page}.md")
+    pairs = [(a[0], b[0]) for a, b in zip(found, found[1:])
+             if a[1] in CODE and b[1] in OUTPUT and b[3] is not None and b[3].group(1).startswith("not run")]
+    assert pairs, f"docs/{page}.md: no {'/'.join(CODE)} block followed by its output ({'/'.join(OUTPUT)}, marked 'not run')"
 
 
 @pytest.mark.model

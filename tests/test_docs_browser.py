@@ -5,7 +5,7 @@ The pages are served over HTTP on loopback (as a reader's browser gets them, not
 URLs, whose fetches browsers refuse), and the browser is driven through the DevTools protocol
 with a small WebSocket client from the standard library, so the check needs nothing installed
 but Chromium (Debian: ``apt-get install chromium``); without it the test skips, saying so. The
-site is the one tests/test_docs.py builds, once per session (about 3.5 minutes from a clean
+site is the one tests/test_docs.py builds, once per session (1.5-2.5 minutes from a clean
 checkout); the browser part takes a few seconds.
 """
 

@@ -12,7 +12,7 @@ opt-in, ``bias="running"``, its mean answer over the states it has been asked ab
 returns an `Answer` per question with its
 probabilities and the contract's reference confidence. The prompt style of each
 question type (`DEFAULT_STYLES`) was chosen on validation data (bench/decisions_quality.py
-select; the README has the table).
+select; docs/decisions_design.md has the table).
 
 Each question is isolated: its prompt never contains the question id or any other
 question, and options are listed (and scored) in a canonical order, so an answer does
