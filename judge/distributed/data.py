@@ -92,6 +92,10 @@ def _append_outputs(table, proba: np.ndarray, classes: np.ndarray, threshold: fl
         cols["top_labels"] = pa.array([[str(classes[j]) for j in row] for row in order], pa.list_(pa.string()))
         cols["top_probabilities"] = pa.array([proba[i, row].tolist() for i, row in enumerate(order)],
                                              pa.list_(pa.float64()))
+    clash = [c for c in cols if c in table.column_names]  # a schema unknown up front: checked here, per batch
+    if clash:
+        raise ValueError(f"the dataset already has column(s) {clash}, which the output would overwrite; "
+                         f"rename them first (ds.rename_columns({{...}})).")
     for name, arr in cols.items():
         table = table.append_column(name, arr)
     return table

@@ -424,3 +424,15 @@ def test_serve_two_replicas_answer_systemone(cluster, tiny_dir):
         assert _poll(lambda: (running() == 2, running()), deadline, "fewer than 2 replicas RUNNING") == 2
     finally:
         serve.shutdown()
+
+
+def test_an_output_column_in_a_schema_not_known_up_front_is_refused_per_batch():
+    """A dataset read from files has no schema before it runs; the clash is caught where the outputs are appended
+    (it was an Arrow KeyError, 'Field "label" exists 2 times', from inside Ray)."""
+    from judge.distributed.data import _append_outputs
+
+    table = pa.table({"text": ["a"], "label": ["x"]})
+    with pytest.raises(ValueError, match=r"already has column\(s\) \['label'\].*rename them first"):
+        _append_outputs(table, np.array([[0.4, 0.6]]), np.array(["a", "b"]), None, None, pa)
+    out = _append_outputs(pa.table({"text": ["a"]}), np.array([[0.4, 0.6]]), np.array(["a", "b"]), None, None, pa)
+    assert out.column("label").to_pylist() == ["b"]
