@@ -62,6 +62,8 @@ def item_key(item) -> tuple:
 def prefetched(scorer, items, *, batch_size=8, pack=1, progress=None):
     """Score ``items`` in one call of ``scorer`` now; inside the block, :func:`score_exact` on that scorer
     reads its rows from these results where every item it needs is among them (else it scores as usual).
+    Items with the same prompt are scored as one, over the union of their options (a forest shares the
+    prompt; each option's log-probability does not depend on the others scored beside it).
 
     What a call over several label sets uses (`judge.label_sets.classify`): each set's own steps run
     unchanged, their model pass done ahead for all sets at once. An item's scores are keyed by its
@@ -77,9 +79,19 @@ def prefetched(scorer, items, *, batch_size=8, pack=1, progress=None):
     1
     """
     items = list(items)
-    root = default_root([it.ids for it in items])  # the prompts' common prefix: computed once
-    rows = scorer.score_items(items, root=root, batch_size=batch_size, pack=pack, progress=progress) if items else []
-    memo = {item_key(it): r for it, r in zip(items, rows)}
+    merged: dict = {}  # items with the same prompt (the content-free inputs of every set, a text asked twice):
+    for it in items:   # one item with the union of their options, so the prompt is fed once
+        opts = merged.setdefault((tuple(it.ids), bool(it.first_only)), {})
+        for o in it.options:
+            opts.setdefault(tuple(o), len(opts))
+    union = [Item(list(ids), [list(o) for o in opts], first_only) for (ids, first_only), opts in merged.items()]
+    root = default_root([it.ids for it in union])  # the prompts' common prefix: computed once
+    rows = scorer.score_items(union, root=root, batch_size=batch_size, pack=pack, progress=progress) if union else []
+    scored = dict(zip(merged, rows))
+    memo = {}
+    for it in items:
+        k = (tuple(it.ids), bool(it.first_only))
+        memo[item_key(it)] = np.asarray([scored[k][merged[k][tuple(o)]] for o in it.options], np.float64)
     token = _PREFETCHED.set((scorer, memo))
     try:
         yield memo

@@ -38,7 +38,14 @@ def test_each_text_gets_what_one_classifier_per_set_gives_in_one_model_call(pair
     calls = _count_calls(monkeypatch)
     out = classify(TEXTS, SETS, model=model, tokenizer=tok, method=method, embedder=None)
     assert len(calls) == 1  # one scoring call: every text's prompt and each set's content-free inputs
-    assert calls[0] == len(TEXTS) + 3 * 4  # four distinct sets (a reordered list is another set)
+    from judge.calibration.bias import CONTENT_FREE
+    from judge.label_paths import prompt_items
+
+    prompts = set()  # each distinct prompt once per path (sets whose prompts are the same share it, options merged)
+    for i, labels in enumerate(SETS):
+        c = Classifier(labels, model, tokenizer=tok, method=method, embedder=None).compiled_
+        prompts |= {(tuple(it.ids), it.first_only) for it in prompt_items(c, [TEXTS[i], *CONTENT_FREE])}
+    assert calls[0] == len(prompts) < len(TEXTS) + 3 * 4
     for i, labels in enumerate(SETS):
         rows = [j for j, s in enumerate(SETS) if s == labels]  # the texts that share the set, as one call
         want = Classifier(labels, model, tokenizer=tok, method=method, embedder=None).predict_proba(
