@@ -92,10 +92,7 @@ def _append_outputs(table, proba: np.ndarray, classes: np.ndarray, threshold: fl
         cols["top_labels"] = pa.array([[str(classes[j]) for j in row] for row in order], pa.list_(pa.string()))
         cols["top_probabilities"] = pa.array([proba[i, row].tolist() for i, row in enumerate(order)],
                                              pa.list_(pa.float64()))
-    clash = [c for c in cols if c in table.column_names]  # a schema unknown up front: checked here, per batch
-    if clash:
-        raise ValueError(f"the dataset already has column(s) {clash}, which the output would overwrite; "
-                         f"rename them first (ds.rename_columns({{...}})).")
+    _refuse_overwrite(table.column_names, cols)  # a schema unknown up front: checked here, per batch
     for name, arr in cols.items():
         table = table.append_column(name, arr)
     return table
@@ -106,7 +103,12 @@ def _check_outputs_free(ds, names: Sequence[str]) -> None:
         cols = ds.columns(fetch_if_missing=False) or []
     except Exception:  # noqa: BLE001 - a dataset whose schema is not known yet: checked per batch instead
         cols = []
-    clash = [c for c in names if c in cols]
+    _refuse_overwrite(cols, names)
+
+
+def _refuse_overwrite(present, names) -> None:
+    """Raise where an output column of ``names`` is among the dataset's columns ``present``."""
+    clash = [c for c in names if c in present]
     if clash:
         raise ValueError(f"the dataset already has column(s) {clash}, which the output would overwrite; "
                          f"rename them first (ds.rename_columns({{...}})).")
