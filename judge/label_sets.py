@@ -142,19 +142,16 @@ def classify(texts, label_sets, *, classifier=None, **params) -> list[SetAnswer]
     groups: dict = {}
     for i, s in enumerate(sets):
         groups.setdefault(_key(s), []).append(i)
-    subs = {}
+    subs, items = {}, []
     for key, rows in groups.items():
         # the same parameter objects (sklearn's clone would deep-copy a model object), the same scorer:
         # compile_labels keeps a scorer whose model settings are unchanged
-        sub = type(classifier)(**{**classifier.get_params(), "labels": sets[rows[0]]})
+        sub = subs[key] = type(classifier)(**{**classifier.get_params(), "labels": sets[rows[0]]})
         sub.engine_ = engine
-        subs[key] = sub
-    items = []
-    for key, rows in groups.items():  # every item the sets' own steps will score, ahead and at once
-        c = subs[key].compiled_
+        c = sub.compiled_  # every item the set's own steps will score, to be scored ahead and at once
         if c.method in ("exact", "first_token") and not c.think and not c.rotated and c.spec.shortlist is None:
             items += prompt_items(c, [texts[i] for i in rows])
-            if subs[key].prior not in (None, "none"):
+            if sub.prior not in (None, "none"):
                 items += prompt_items(c, list(CONTENT_FREE))
     out: list = [None] * len(texts)
     step = 1 if classifier.batch_invariant else classifier.batch_size
