@@ -584,6 +584,6 @@ def length_divisors(c: CompiledLabels) -> np.ndarray:
         return np.ones(K)
     if norm == "byte":
         return np.asarray([max(1, len(x.encode("utf-8"))) for x in c.surfaces], np.float64)
-    if c.method == "first_token":
-        return np.ones(K)
+    # tokens: the first-token path takes length_norm only where every label is one token (compile refuses
+    # the others), so the sequences' lengths are its divisors too
     return np.asarray([len(x) for x in c.label_seqs], np.float64)

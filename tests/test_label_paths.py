@@ -108,3 +108,18 @@ def test_decode_without_a_vocabulary_is_refused_naming_the_decode_path():
     with pytest.raises(TypeError, match=r"^method='decode' needs the tokenizer's vocabulary .*which a Reference "
                                         r"does not declare"):
         score_decode(c=ref, texts=["Cholera"])
+
+
+def test_prefetched_keeps_apart_items_that_differ_only_in_first_only():
+    """The same prompt and options scored in full and by first token are two results, never one read for the other."""
+    from judge.engine import Engine, Item
+    from judge.label_paths import item_key, prefetched
+
+    eng = Engine(*tiny_pair())
+    full, first = Item([1, 2, 3], [[7, 8], [9]]), Item([1, 2, 3], [[7, 8], [9]], first_only=True)
+    assert item_key(full) != item_key(first)
+    with prefetched(eng, [full, first]) as memo:
+        assert len(memo) == 2
+        np.testing.assert_allclose(memo[item_key(full)], eng.score_items([full])[0], atol=1e-6)
+        np.testing.assert_allclose(memo[item_key(first)], eng.score_items([first])[0], atol=1e-6)
+        assert not np.allclose(memo[item_key(full)], memo[item_key(first)])
