@@ -282,7 +282,11 @@ def test_length_normalisation_reaches_the_prior_and_predict_and_survives_save(pa
     from judge.compiled import length_divisors
 
     div = length_divisors(clf.compiled_)
+    np.testing.assert_array_equal(length_divisors(plain.compiled_), np.ones(len(NORM_LABELS)))  # None: ones, (K,)
     assert np.allclose(clf.decision_function(TEXTS), plain.decision_function(TEXTS) / div)
+    r = clf.compiled_.score(TEXTS, states=True)  # the states' pass: normalised, and it says its path
+    assert r.path == "exact" and r.states.shape[0] == len(TEXTS)
+    assert np.allclose(r.scores, clf.decision_function(TEXTS))
     assert np.allclose(clf.content_free_scores(), plain.content_free_scores() / div)
     assert not clf.compiled_.searchable()  # the prefix bound holds for sums, not means: predict scores in full
     assert list(clf.predict(TEXTS)) == list(clf.classes_[clf.predict_proba(TEXTS).argmax(1)])
