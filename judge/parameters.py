@@ -221,10 +221,10 @@ def param(name: str) -> Param:
     --------
     >>> param("prior").default
     'auto'
-    >>> param("labelz")
+    >>> param("labelz")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: Classifier has no parameter 'labelz'; valid parameters are labels, model, tokenizer, method, prompt, label_names, batch_size, device, think, think_tokens, top_k, decode_above, end_token, progress, batch_invariant, pack, rotations, search_budget, search_tolerance, shortlist, shortlist_encoder, backend, prior, describe, embedder.
+    ValueError: Classifier has no parameter 'labelz'; valid parameters are labels, model, tokenizer, ..., length_norm.
     """
     p = _BY_NAME.get(name)
     if p is None:
