@@ -265,7 +265,8 @@ class CalibratedMixin:
         list of n dicts
             ``label`` (None when abstained), ``confidence`` (top probability), ``probabilities``
             ({label: p}, most probable first), ``abstained``, ``abstain_reason`` (None when answered):
-            :func:`judge.calibration.review.prediction_records`.
+            :func:`judge.calibration.review.prediction_records`. With ``multi_label=True``: ``labels`` (a list,
+            possibly empty) and ``probabilities`` (:func:`judge.multilabel.records`).
 
         Examples
         --------
@@ -279,6 +280,13 @@ class CalibratedMixin:
         """
         from judge.calibration.review import prediction_records
 
+        if getattr(self, "multi_label", False):  # {"labels": [...], "probabilities": {...}}: judge.multilabel.records
+            if abstain:
+                raise ValueError("predict_records(abstain=True) is for one label per text; with multi_label=True a "
+                                 "text with no label above its threshold already gets an empty list.")
+            from judge import multilabel
+
+            return multilabel.records(self.labels, self.predict_proba(texts), multilabel.thresholds(self), top_k=top_k)
         cal = self.calibration_
         if abstain and (cal is None or cal.threshold is None):
             raise NotCalibratedError(

@@ -20,13 +20,13 @@ What it deliberately does not do: fit anything itself (``fit`` delegates to
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from judge import multilabel
 from judge._checks import check_texts
 from judge._errors import NotCalibratedError
 from judge._math import softmax
@@ -44,12 +44,14 @@ from judge.fusion import is_fused
 from judge.inspection import InspectionMixin
 from judge.labels import as_label_list, label_descriptions, label_names_for
 from judge.labels import warn_if_descriptions_unscored as _warn_descriptions
+from judge.multilabel import MultiLabelMixin
 from judge.parameters import METHODS, PARAM_NAMES, Parameters, names_with
 from judge.transductive import TransductiveMixin, transductive_for, transductive_scores
 
 __all__ = ["Classifier", "METHODS"]
 
-class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, CalibratedMixin, InspectionMixin, TransductiveMixin):
+class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, MultiLabelMixin, CalibratedMixin, InspectionMixin,
+                 TransductiveMixin):
     """Zero-shot classification with any causal LM, one of ``labels`` by construction.
 
     Parameters
@@ -149,6 +151,9 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         Each label's log-probability as is (None: the sequence likelihood, which favours short labels), per
         token scored, or per byte of its text (lm-evaluation-harness's ``acc_norm``), before the prior and
         the fusion; the exact path only (:func:`judge.compiled.length_divisors`).
+    multi_label : bool
+        Judge every label on its own (transformers' keyword): ``predict_proba`` per-label probabilities, ``predict``
+        a list of labels per text (possibly empty), ``calibrate``/``fit`` take label lists: :mod:`judge.multilabel`.
 
     Attributes
     ----------
@@ -185,12 +190,13 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
                  top_k=5, decode_above=2000, end_token="auto", progress=None, batch_invariant=False,
                  pack=1, rotations=1, search_budget=20_000, search_tolerance=1e-3, shortlist=None,
                  shortlist_encoder=None, backend="transformers", prior="auto", describe="auto", embedder="auto",
-                 length_norm=None):
+                 length_norm=None, multi_label=False):
         given = {name: value for name, value in locals().items() if name in PARAM_NAMES}
         object.__setattr__(self, "_compiled", None)
         object.__setattr__(self, "calibration_", None)
         object.__setattr__(self, "adaptation_", None)  # set by fit(): a head, adapters or demonstrations
         object.__setattr__(self, "transduction_", None)  # set by adapt(): what unlabelled texts taught
+        object.__setattr__(self, "multilabel_", None)  # multi_label=True: what fit() and calibrate() fitted
         object.__setattr__(self, "search_report_", None)
         object.__setattr__(self, "_lock", threading.RLock())  # compile, fit and set_params, one at a time
         Parameters.__init__(self, given)  # checked, then stored (judge.parameters)
@@ -217,6 +223,10 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
             warnings.warn(f"Changing {names} after fit() drops the {self.adaptation_.kind} fitted for the old "
                           f"setting; call fit() again.", stacklevel=4)
             object.__setattr__(self, "adaptation_", None)
+        if change.refit and self.multilabel_ is not None:
+            warnings.warn(f"Changing {names} drops the multi-label fit and calibration made for the old setting; "
+                          f"call fit() or calibrate() again.", stacklevel=4)
+            object.__setattr__(self, "multilabel_", None)
         if change.fusion:
             self._reset_fusion(warn=False)
 
@@ -308,21 +318,6 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         """The compiled label set (:class:`judge.compiled.CompiledLabels`): engine, prompt split, token sequences."""
         return self._setup()
 
-    @property
-    def model_(self):
-        """The loaded model (after first use or :meth:`setup`): a transformers ``PreTrainedModel``."""
-        return self._setup().engine.model_
-
-    @property
-    def tokenizer_(self):
-        """The loaded tokenizer (after first use or :meth:`setup`)."""
-        return self._setup().engine.tokenizer_
-
-    @property
-    def method_(self) -> str:
-        """The scoring path in use: ``"first_token"``, ``"exact"``, ``"search"`` or ``"decode"``."""
-        return self._setup().method
-
     # ------------------------------------------------------------ scoring
     def decision_function(self, texts) -> np.ndarray:
         """Raw per-label log-probabilities, before calibration.
@@ -344,7 +339,11 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         >>> model, tok = tiny_pair()
         >>> Classifier(["yes", "no"], model, tokenizer=tok).decision_function(["Is water wet?"]).shape
         (1, 2)
+
+        ``multi_label=True``: each label's logit (the fitted head's after :meth:`fit`), before calibration.
         """
+        if self.multi_label:
+            return multilabel.logits(self, check_texts(texts))
         return self._scores(check_texts(texts))
 
     def content_free_scores(self, inputs=CONTENT_FREE) -> np.ndarray:
@@ -436,7 +435,11 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         >>> p = Classifier(["yes", "no"], model, tokenizer=tok).predict_proba(["Is water wet?"])
         >>> p.shape, round(float(p.sum()), 6)
         ((1, 2), 1.0)
+
+        ``multi_label=True``: each label's own probability (calibrated per label by :meth:`calibrate`).
         """
+        if self.multi_label:
+            return multilabel.proba(self, check_texts(texts))
         if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0.0 <= tolerance < 1.0):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}.")
         texts = check_texts(texts)
@@ -480,7 +483,11 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         >>> model, tok = tiny_pair()
         >>> Classifier(["yes", "no"], model, tokenizer=tok).predict(["Is water wet?"])[0] in ("yes", "no")
         True
+
+        ``multi_label=True``: each text's list of labels at or above their thresholds (possibly empty).
         """
+        if self.multi_label:
+            return multilabel.predict(self, check_texts(texts), abstain=abstain)
         cal = self.calibration_
         if abstain and (cal is None or cal.threshold is None):
             raise NotCalibratedError(
@@ -547,6 +554,8 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         >>> clf.predict_proba(["ok"]).shape
         (1, 2)
         """
+        if self.multi_label:  # a one-vs-rest head: judge.multilabel
+            return multilabel.fit_classifier(self, texts, y, method=method, random_state=random_state, **options)
         from judge.adaptation import fit_adaptation
 
         fitted = fit_adaptation(self, texts, y, method=method, base_scores=lambda t: offset_scores(self, t),  # zero-shot's
@@ -589,11 +598,3 @@ class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, Calibrated
         from judge.persistence import load_classifier
 
         return load_classifier(cls, directory, model=model, tokenizer=tokenizer, device=device)
-
-    def __repr__(self):
-        m = self.model
-        m = repr(os.fspath(m)) if isinstance(m, (str, os.PathLike)) else \
-            "'smollm2-135m-instruct'" if m is None else f"<{type(m).__name__}>"
-        state = "".join([", calibrated" if self.calibration_ is not None else "",
-                         f", fitted={self.adaptation_.kind!r}" if self.adaptation_ is not None else ""])
-        return f"Classifier(K={len(self.labels)}, model={m}, method={self.method!r}{state})"

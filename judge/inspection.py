@@ -10,6 +10,8 @@ What it deliberately does not do: compile or score (the classifier and :mod:`jud
 
 from __future__ import annotations
 
+import os
+
 from judge._checks import check_texts
 from judge.labels import label_indices
 
@@ -25,6 +27,30 @@ class InspectionMixin:
     >>> issubclass(Classifier, InspectionMixin)
     True
     """
+
+    @property
+    def model_(self):
+        """The loaded model (after first use or :meth:`setup`): a transformers ``PreTrainedModel``."""
+        return self.compiled_.engine.model_
+
+    @property
+    def tokenizer_(self):
+        """The loaded tokenizer (after first use or :meth:`setup`)."""
+        return self.compiled_.engine.tokenizer_
+
+    @property
+    def method_(self) -> str:
+        """The scoring path in use: ``"first_token"``, ``"exact"``, ``"search"`` or ``"decode"``."""
+        return self.compiled_.method
+
+    def __repr__(self):
+        m = self.model
+        m = repr(os.fspath(m)) if isinstance(m, (str, os.PathLike)) else \
+            "'smollm2-135m-instruct'" if m is None else f"<{type(m).__name__}>"
+        state = "".join([", calibrated" if self.calibration_ is not None else "",
+                         f", fitted={self.adaptation_.kind!r}" if self.adaptation_ is not None else "",
+                         ", multi_label" if getattr(self, "multi_label", False) else ""])
+        return f"{type(self).__name__}(K={len(self.labels)}, model={m}, method={self.method!r}{state})"
 
     @property
     def automaton_(self):

@@ -13,7 +13,8 @@ saved. What reads the table:
 
 Roles: ``labels`` (the label set and what the model writes for it), ``spec`` (what the labels are
 compiled with), ``options`` (how a call runs: never recompiles), ``prior`` (the label-free
-correction), ``fusion`` (the sentence embedder beside the LM).
+correction), ``fusion`` (the sentence embedder beside the LM), ``answer`` (one label or several:
+:mod:`judge.multilabel`).
 
 What changing a parameter after first use does (``on_change``): ``"refit"`` recompiles on the next
 call and drops a calibration or fit made for the old value (with a warning); ``"rebuild"`` recompiles
@@ -61,7 +62,7 @@ class Param:
     name : str
     default : object
         :data:`REQUIRED` for ``labels``.
-    role : {"labels", "spec", "options", "prior", "fusion"}
+    role : {"labels", "spec", "options", "prior", "fusion", "answer"}
     on_change : {"refit", "rebuild", "none"}
         What changing it after first use does (the module docstring).
     saved : str or None
@@ -199,6 +200,7 @@ PARAMS: tuple[Param, ...] = (
     Param("describe", "auto", "labels", "refit", "json", _describe),
     Param("embedder", "auto", "fusion", "refit", "embedder", _encoder("embedder"), fusion_input=True),
     Param("length_norm", None, "spec", "refit", "json", _one_of("length_norm", LENGTH_NORMS)),
+    Param("multi_label", False, "answer", "refit", "json", _bool("multi_label")),
 )
 
 #: The parameters' names, in order.
@@ -224,7 +226,7 @@ def param(name: str) -> Param:
     >>> param("labelz")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: Classifier has no parameter 'labelz'; valid parameters are labels, model, tokenizer, ..., length_norm.
+    ValueError: Classifier has no parameter 'labelz'; valid parameters are labels, model, tokenizer, ...
     """
     p = _BY_NAME.get(name)
     if p is None:
@@ -264,7 +266,9 @@ def check_together(values: dict) -> None:
 
     * labels that would read alike to the model (`judge.labels.check_distinguishable`, under
       ``label_names`` and ``describe``);
-    * ``backend="vllm"`` loads the model itself: a hub id, a folder or None, not a loaded model.
+    * ``backend="vllm"`` loads the model itself: a hub id, a folder or None, not a loaded model;
+    * ``multi_label=True`` reads every label's exact score: not on the ``search`` or ``decode`` paths, nor
+      with a ``shortlist``, ``think`` or the vLLM backend.
 
     Examples
     --------
@@ -290,6 +294,15 @@ def check_together(values: dict) -> None:
     if values["backend"] == "vllm" and not (model is None or isinstance(model, (str, os.PathLike))):
         raise TypeError(f"backend='vllm' loads the model itself: pass a hub id or a folder (or None for the "
                         f"packaged model), not a loaded {type(model).__name__}.")
+    if values["multi_label"]:
+        clash = [f"{k}={values[k]!r}" for k, bad in (("method", values["method"] in ("search", "decode")),
+                                                     ("shortlist", values["shortlist"] is not None),
+                                                     ("think", bool(values["think"])),
+                                                     ("backend", values["backend"] != "transformers")) if bad]
+        if clash:
+            raise ValueError(f"multi_label=True judges every label of every text, which {', '.join(clash)} does "
+                             f"not score; use method='auto' or 'exact', no shortlist, no think, the transformers "
+                             f"backend.")
 
 
 @dataclass(frozen=True)
@@ -386,7 +399,7 @@ class Parameters:
         >>> model, tok = tiny_pair()
         >>> p = Classifier({"yes": "agrees", "no": None}, model, tokenizer=tok, describe="both", top_k=3).get_params()
         >>> p["labels"], p["top_k"], len(p)
-        ({'yes': 'agrees', 'no': None}, 3, 26)
+        ({'yes': 'agrees', 'no': None}, 3, 27)
         """
         return dict(self._given)
 

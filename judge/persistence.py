@@ -217,6 +217,12 @@ def save_classifier(clf, directory, *, model_ref=None) -> Path:
         save_file({k: np.ascontiguousarray(v) for k, v in ad.arrays().items()}, str(tmp),
                   metadata={"labels": json.dumps(list(clf.labels), ensure_ascii=False)})
         tmp.replace(d / "adaptation.safetensors")
+    ml = getattr(clf, "multilabel_", None)
+    config["multilabel"] = None if ml is None else ml.config()
+    if ml is not None:  # multi_label=True: the one-vs-rest head and the per-label calibration
+        tmp = d / "multilabel.safetensors.tmp"
+        save_file(ml.arrays(), str(tmp), metadata={"labels": json.dumps(list(clf.labels), ensure_ascii=False)})
+        tmp.replace(d / "multilabel.safetensors")
     tmp = d / "classifier.json.tmp"
     tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False))
     tmp.replace(d / "classifier.json")
@@ -345,6 +351,19 @@ def load_classifier(cls, directory, *, model=None, tokenizer=None, device=None):
             object.__setattr__(clf, "adaptation_", from_saved(ad, arrays, len(labels)))
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
+    ml = cfg.get("multilabel")  # absent in folders saved before multi_label existed
+    if ml:
+        from judge.multilabel import MultiLabelFit
+
+        f = d / "multilabel.safetensors"
+        if not f.exists():
+            raise FileNotFoundError(f"{f} is missing; it holds the multi-label fit and calibration written by save().")
+        arrays = load_file(str(f))
+        _check_bound_labels(f, labels, "multi-label fit")
+        try:
+            object.__setattr__(clf, "multilabel_", MultiLabelFit.from_saved(ml, arrays, len(labels)))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
     return clf
 
 
@@ -397,6 +416,14 @@ def fingerprint(clf) -> str:
         for k, v in sorted(ad.arrays().items()):
             h.update(k.encode() + np.ascontiguousarray(v).tobytes())
         spec["adaptation"] = h.hexdigest()
+    ml = getattr(clf, "multilabel_", None)
+    if clf.multi_label:  # a multi-label classifier's logits: the zero-shot weights and what fit()/calibrate() fitted
+        from judge.multilabel import ZERO_SHOT_THRESHOLD, ZERO_SHOT_WEIGHTS
+
+        h = hashlib.sha256(json.dumps([ZERO_SHOT_WEIGHTS, ZERO_SHOT_THRESHOLD], sort_keys=True).encode())
+        for k, v in sorted(({} if ml is None else ml.arrays()).items()):
+            h.update(k.encode() + np.ascontiguousarray(v).tobytes())
+        spec["multilabel"] = h.hexdigest()
     if is_fused(clf.fusion_):  # the embedder's side changes every score too (LM-alone keys unchanged)
         f, tr = clf.fusion_, getattr(clf, "transduction_", None)
         try:

@@ -90,8 +90,8 @@ def test_the_marks_name_tests_that_exist():
 
 # The guide pages (docs/index.md's toctrees "Getting started" and "Guides"), each of which shows what
 # one of its examples prints; the explanation pages beside them are listed apart.
-GUIDES = ("index", "your_own_labels", "concepts", "guide", "fit", "label_sets", "sklearn", "decisions", "serving", "ray",
-          "vllm", "gpu")
+GUIDES = ("index", "your_own_labels", "concepts", "guide", "fit", "label_sets", "multilabel", "sklearn", "decisions",
+          "serving", "ray", "vllm", "gpu")
 EXPLANATIONS = ("decisions_design",)
 CODE, OUTPUT = ("python", "bash"), ("text", "json")
 

@@ -3,7 +3,9 @@
 Reads texts with `judge.io` (every input error is reported before the model loads), and writes
 per text ``{"text", "label", "confidence", "probabilities", "abstained", "abstain_reason"}``
 (`judge.Classifier.predict_records`): ``label`` is null where ``--abstain`` abstained, and
-``abstain_reason`` says why (the confidence, the threshold and what it certifies).
+``abstain_reason`` says why (the confidence, the threshold and what it certifies). With
+``--multi-label`` (or a saved multi-label classifier): ``{"text", "labels", "probabilities"}``,
+``labels`` a list, possibly empty (`judge.multilabel.records`).
 
 Three sources of the classifier: new labels (``--labels``, zero-shot), a saved classifier folder
 (``--classifier DIR``, from ``judge calibrate``, ``judge fit`` or ``judge evaluate``), or a running
@@ -65,6 +67,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     pr.add_argument("--abstain", action="store_true",
                     help="label null (with the reason) below the calibrated threshold; needs a classifier "
                          "calibrated with --target-accuracy or --coverage")
+    pr.add_argument("--multi-label", action="store_true",
+                    help="with --labels: judge every label on its own and write each text's list of labels "
+                         "(possibly empty) and each label's own probability (a saved classifier says it itself)")
     pr.set_defaults(func=run)
     return pr
 
@@ -143,7 +148,13 @@ def run(args) -> int:
     if not args.server and not args.classifier and not args.labels:
         raise SystemExit(f"{prog}: pass --labels FILE|a,b,c (or --classifier DIR of a saved classifier, or "
                          f"--server URL of a running judge serve --classifier DIR).")
+    multi = getattr(args, "multi_label", False)
+    if multi and (args.server or args.classifier):
+        raise SystemExit(f"{prog}: --multi-label applies to new labels (--labels); a saved classifier or a server "
+                         f"answers as it was made (save one made with Classifier(labels, multi_label=True)).")
     clf = None if args.server else classifier_from_args(args, prog)
+    if multi:
+        clf.set_params(multi_label=True)
     if args.input in (None, "-"):
         with exit_on_input_error():
             texts = _read(sys.stdin, args)
@@ -156,6 +167,9 @@ def run(args) -> int:
         key = os.environ.get(args.api_key_env) if args.api_key_env else None
         recs = post_texts(args.server, texts, abstain=args.abstain, top_k=args.top_k, api_key=key)["predictions"]
     else:
+        if args.abstain and clf.multi_label:
+            raise SystemExit(f"{prog}: --abstain is for one label per text; a multi-label classifier already writes "
+                             f"an empty list where no label reaches its threshold. Drop --abstain.")
         if args.abstain and (clf.calibration_ is None or clf.threshold_ is None):
             raise SystemExit(f"{prog}: --abstain needs a classifier calibrated with a threshold: run `judge calibrate "
                              f"DATA --target-accuracy T --out DIR` (or --coverage C) and pass --classifier DIR, or "

@@ -40,6 +40,10 @@ class _ClassifyBatch:
         else:
             clf = Classifier(labels, model, batch_size=batch_size, batch_invariant=batch_invariant,
                              device=device, progress=False, backend=backend)
+        if clf.multi_label:  # its columns (one label, its confidence) would misread independent probabilities
+            raise ValueError(f"the classifier in {classifier_dir!r} is multi-label (multi_label=True), and batch "
+                             f"writes one label per row; use judge predict (a list of labels per text) or "
+                             f"Classifier.predict_records on each batch.")
         if abstain and clf.threshold_ is None:
             from judge import NotCalibratedError
 
@@ -223,6 +227,17 @@ def classify_dataset(ds, *, labels=None, model=None, classifier_dir=None, text_c
     if classifier_dir is not None and not (Path(classifier_dir) / "classifier.json").is_file():
         raise FileNotFoundError(f"classifier_dir {str(classifier_dir)!r} has no classifier.json; pass the "
                                 f"folder given to Classifier.save().")
+    if classifier_dir is not None:  # refused before Ray starts, as each actor would refuse it
+        import json
+
+        try:
+            multi = json.loads((Path(classifier_dir) / "classifier.json").read_text()).get("multi_label", False)
+        except (ValueError, OSError, AttributeError):
+            multi = False  # a damaged file: Classifier.load in the actor says what is wrong with it
+        if multi:
+            raise ValueError(f"the classifier in {str(classifier_dir)!r} is multi-label (multi_label=True), and "
+                             f"classify_dataset writes one label per row; use judge predict (a list of labels per "
+                             f"text) or Classifier.predict_records.")
     if labels is not None:
         from judge.labels import as_label_list, validate_labels
 

@@ -7,10 +7,12 @@ HTTP client) pays only for scoring. The route sits beside ``/v1/systemone`` and 
 
 Request ``{"texts": [str, ...], "abstain": false, "top_k": null}``: 1 to ``max_texts`` texts;
 ``abstain`` needs a classifier calibrated with a threshold; ``top_k`` limits the probabilities
-written per text (null: all labels). Response ``{"classifier", "labels", "calibrated", "fitted",
-"predictions": [...], "usage": {"texts": n}}`` (plus ``x_compute_ms``), each prediction the
+written per text (null: all labels). Response ``{"classifier", "labels", "calibrated", "multi_label",
+"fitted", "predictions": [...], "usage": {"texts": n}}`` (plus ``x_compute_ms``), each prediction the
 record of :func:`judge.calibration.review.prediction_records` (``label``, ``confidence``,
-``probabilities``, ``abstained``, ``abstain_reason``). Bad requests answer 422 in the server's
+``probabilities``, ``abstained``, ``abstain_reason``), or for a multi-label classifier
+(``Classifier(multi_label=True)``) of :func:`judge.multilabel.records` (``labels``: a list, possibly
+empty; ``probabilities``: each label's own). Bad requests answer 422 in the server's
 validation shape. Scoring runs on the batcher's worker thread (``MicroBatcher.call``), so it never
 races the decisions' batches for the model.
 
@@ -108,6 +110,11 @@ def add_classify_route(app, clf, batcher, *, name: str, max_texts: int = 1024, e
         except ValueError as e:
             return validation_response([{"loc": ["body"], "msg": str(e), "type": "value_error"}])
         cal = clf.calibration_
+        if abstain and clf.multi_label:
+            return validation_response([{"loc": ["body", "abstain"], "type": "value_error",
+                                         "msg": f"abstain: the classifier {name!r} is multi-label: a text with no "
+                                                f"label above its threshold already gets an empty list; send "
+                                                f"abstain=false."}])
         if abstain and (cal is None or cal.threshold is None):
             return validation_response([{"loc": ["body", "abstain"], "type": "value_error",
                                          "msg": f"abstain: the classifier {name!r} has no abstention threshold; "
@@ -115,11 +122,20 @@ def add_classify_route(app, clf, batcher, *, name: str, max_texts: int = 1024, e
                                                 f"--coverage C), or send abstain=false."}])
         t0 = time.perf_counter()
         proba = await batcher.call(clf.predict_proba, texts)
-        recs = prediction_records(labels, proba, threshold=cal.threshold if abstain else None,
-                                  report=cal.report if abstain else None, top_k=top_k)
-        ad = clf.adaptation_
-        out = {"classifier": name, "labels": labels, "calibrated": cal is not None,
-               "fitted": None if ad is None else ad.kind, "predictions": recs, "usage": {"texts": len(texts)}}
+        if clf.multi_label:  # {"labels": [...], "probabilities": {...}} per text
+            from judge import multilabel
+
+            recs = multilabel.records(labels, proba, multilabel.thresholds(clf), top_k=top_k)
+            ml = clf.multilabel_
+            calibrated, fitted = ml is not None and ml.state is not None, ml is not None and ml.head is not None
+            fitted = "multilabel_head" if fitted else None
+        else:
+            recs = prediction_records(labels, proba, threshold=cal.threshold if abstain else None,
+                                      report=cal.report if abstain else None, top_k=top_k)
+            ad = clf.adaptation_
+            calibrated, fitted = cal is not None, None if ad is None else ad.kind
+        out = {"classifier": name, "labels": labels, "calibrated": calibrated, "multi_label": bool(clf.multi_label),
+               "fitted": fitted, "predictions": recs, "usage": {"texts": len(texts)}}
         if extensions:
             out["x_compute_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         return JSONResponse(out)
