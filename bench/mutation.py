@@ -152,6 +152,10 @@ MODULES = {
     "server.routes": Module("judge/server/routes.py", ["tests/server/test_routes.py", "tests/server/test_admission.py"]),
     "engine.states": Module("judge/engine/states.py", ["tests/test_architectures.py", "tests/adaptation/test_fit.py"]),
     "decisions.profiles": Module("judge/decisions/profiles.py", ["tests/decisions/test_profiles.py"]),
+    "multilabel": Module("judge/multilabel/__init__.py", ["tests/multilabel/test_multilabel.py",
+                                                          "tests/multilabel/test_models.py"]),
+    "multilabel.models": Module("judge/multilabel/models.py", ["tests/multilabel/test_models.py",
+                                                               "tests/multilabel/test_multilabel.py"]),
 }
 GROUPS = {"high": [k for k, m in MODULES.items() if m.target >= 0.9], "all": list(MODULES)}
 

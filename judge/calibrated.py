@@ -140,7 +140,7 @@ class CalibratedMixin:
 
     def calibrate(self, texts, y, *, bias="auto", temperature=True, target_accuracy=None,
                   coverage=None, confidence=0.95, content_free=CONTENT_FREE, scores=None,
-                  bias_l2=1.0):
+                  bias_l2=1.0, target_precision=None):
         """Fit label-bias correction, temperature and (optionally) an abstention threshold.
 
         Everything is validated before any text is scored; on any error the
@@ -173,6 +173,12 @@ class CalibratedMixin:
             Shrinkage of a fitted residual bias towards the prior (``+fit`` only);
             ``"cv"``: chosen by out-of-fold NLL on these texts
             (:func:`judge.calibration.state.choose_bias_l2`).
+        target_precision : float in (0, 1), optional
+            ``multi_label=True`` only, where ``y`` is a list of labels per text or an (n, K) 0/1 matrix and
+            ``calibrate`` fits a Platt scaling per label (shrunk toward the pooled one) and a threshold per
+            label: best F1, or the lowest whose precision reaches ``target_precision``
+            (:func:`judge.multilabel.calibrate`); the options above are then for one label per text and
+            refused.
 
         Returns
         -------
@@ -206,6 +212,23 @@ class CalibratedMixin:
         (True, True)
         """
         texts = check_texts(texts)
+        if getattr(self, "multi_label", False):
+            from judge import multilabel
+
+            given = [name for name, value, default in [
+                ("bias", bias, "auto"), ("temperature", temperature, True), ("target_accuracy", target_accuracy, None),
+                ("coverage", coverage, None), ("confidence", confidence, 0.95), ("scores", scores, None),
+                ("bias_l2", bias_l2, 1.0), ("content_free", content_free, CONTENT_FREE)]
+                if value is not default and not (isinstance(value, (str, bool, int, float)) and value == default)]
+            if given:
+                raise TypeError(f"calibrate() with multi_label=True takes target_precision alone; the options "
+                                f"{given} are for one label per text.")
+            object.__setattr__(self, "multilabel_",
+                               multilabel.calibrate(self, texts, y, target_precision=target_precision))
+            return self
+        if target_precision is not None:
+            raise TypeError(f"calibrate(target_precision={target_precision!r}) is for multi_label=True; with one "
+                            f"label per text use target_accuracy= (an abstention threshold).")
         yi = label_indices(self.labels, y)
         scores = check_calibrate_args(len(texts), yi, len(self.labels), bias=bias, bias_l2=bias_l2,
                                       temperature=temperature, target_accuracy=target_accuracy,

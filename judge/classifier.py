@@ -44,13 +44,12 @@ from judge.fusion import is_fused
 from judge.inspection import InspectionMixin
 from judge.labels import as_label_list, label_descriptions, label_names_for
 from judge.labels import warn_if_descriptions_unscored as _warn_descriptions
-from judge.multilabel import MultiLabelMixin
 from judge.parameters import METHODS, PARAM_NAMES, Parameters, names_with
 from judge.transductive import TransductiveMixin, transductive_for, transductive_scores
 
 __all__ = ["Classifier", "METHODS"]
 
-class Classifier(ClassifierMixin, Parameters, BaseEstimator, Closing, MultiLabelMixin, CalibratedMixin, InspectionMixin,
+class Classifier(ClassifierMixin, Parameters, InspectionMixin, BaseEstimator, Closing, CalibratedMixin,
                  TransductiveMixin):
     """Zero-shot classification with any causal LM, one of ``labels`` by construction.
 

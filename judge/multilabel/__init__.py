@@ -43,7 +43,7 @@ from judge.multilabel.models import (
 )
 
 __all__ = ["FEATURES", "QUESTION", "ZERO_SHOT_THRESHOLD", "ZERO_SHOT_WEIGHTS", "MultiLabelFit", "MultiLabelHead", "MultiLabelState",
-           "MultiLabelMixin", "as_indicator", "per_label_thresholds", "sigmoid", "calibrate", "calibrate_multilabel", "features_for", "fit",
+           "as_indicator", "per_label_thresholds", "sigmoid", "calibrate", "calibrate_multilabel", "features_for", "fit",
            "fit_classifier", "fit_multilabel",
            "label_features", "logits", "multilabel_f1", "predict", "proba", "records", "thresholds", "yes_no_scores",
            "zero_shot_logits"]
@@ -373,42 +373,3 @@ def fit_classifier(clf, texts, y, *, method="head", random_state=0, **options):
                       stacklevel=3)
     object.__setattr__(clf, "multilabel_", fitted)
     return clf
-
-
-class MultiLabelMixin:
-    """``calibrate`` for ``Classifier(multi_label=True)``; the single-label calibration otherwise.
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> issubclass(Classifier, MultiLabelMixin)
-    True
-    """
-
-    def calibrate(self, texts, y, **options):
-        """Fit the calibration on labelled validation texts (:meth:`judge.calibrated.CalibratedMixin.calibrate`).
-
-        With ``multi_label=True``, ``y`` is a list of labels per text or an (n, K) 0/1 matrix, and
-        ``calibrate`` fits a Platt scaling per label (shrunk toward the pooled one) and a threshold per
-        label: best F1, or with ``target_precision=`` the lowest whose precision reaches it
-        (:func:`calibrate_multilabel`); returns self.
-
-        Examples
-        --------
-        >>> from judge import Classifier
-        >>> from judge.testing import tiny_pair
-        >>> model, tok = tiny_pair()
-        >>> clf = Classifier(["rain", "sun"], model, tokenizer=tok, multi_label=True)
-        >>> clf.calibrate(["wet", "dry", "both", "neither"], [["rain"], ["sun"], ["rain", "sun"], []]
-        ...               ).multilabel_.state.threshold.shape
-        (2,)
-        """
-        if not self.multi_label:
-            return super().calibrate(texts, y, **options)
-        from judge._checks import check_texts
-
-        unknown = sorted(set(options) - {"target_precision"})
-        if unknown:
-            raise TypeError(f"calibrate(multi_label=True) takes target_precision, got {unknown}.")
-        object.__setattr__(self, "multilabel_", calibrate(self, check_texts(texts), y, **options))
-        return self

@@ -156,8 +156,10 @@ def test_fit_and_calibrate_refuse_what_multi_label_does_not_take(pair):
         clf.fit(TEXTS, Y, method="lora")
     with pytest.raises(TypeError, match="Cs and cv"):
         clf.fit(TEXTS, Y, features="hidden")
-    with pytest.raises(TypeError, match="target_precision"):
+    with pytest.raises(TypeError, match=r"target_precision alone; the options \['coverage'\]"):
         clf.calibrate(TEXTS, Y, coverage=0.5)
+    with pytest.raises(TypeError, match=r"\['content_free'\]"):
+        clf.calibrate(TEXTS, Y, content_free=["N/A"])
     with pytest.raises(ValueError, match="8 texts and 2 targets"):
         clf.calibrate(TEXTS, Y[:2])
 
@@ -211,3 +213,17 @@ def test_batch_refuses_a_multi_label_classifier_before_ray_starts(pair, tmp_path
     clf_of(pair, embedder=None).save(tmp_path, model_ref="my-org/my-model")
     with pytest.raises(ValueError, match="is multi-label .* writes one label per row"):
         classify_dataset(None, classifier_dir=tmp_path)
+
+
+def test_calibrate_is_one_signature_and_target_precision_is_refused_with_one_label(pair):
+    import inspect
+
+    from judge import Classifier
+
+    params = inspect.signature(Classifier.calibrate).parameters
+    assert params["bias_l2"].default == 1.0 and params["target_precision"].default is None
+    model, tok = pair
+    single = Classifier(LABELS, model, tokenizer=tok, embedder=None)
+    with pytest.raises(TypeError, match="is for multi_label=True"):
+        single.calibrate(TEXTS, [y[0] if y else LABELS[0] for y in Y], target_precision=0.9)
+    assert single.calibration_ is None
