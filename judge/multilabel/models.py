@@ -49,7 +49,7 @@ def as_indicator(y, classes) -> np.ndarray:
     """
     classes = list(classes)
     K = len(classes)
-    if isinstance(y, np.ndarray) and y.ndim == 2 or (hasattr(y, "shape") and len(getattr(y, "shape", ())) == 2):
+    if len(getattr(y, "shape", ())) == 2:  # an ndarray, a scipy sparse matrix, a DataFrame
         Y = np.asarray(y.toarray() if hasattr(y, "toarray") else y)
         if Y.shape[1] != K:
             raise ValueError(f"An indicator matrix y must have one column per label ({K}), got shape {Y.shape}; "
@@ -96,7 +96,7 @@ def multilabel_f1(Y, P) -> dict:
     return {"micro_f1": float(f1_score(Y, P, average="micro", zero_division=0)),
             "macro_f1": float(f1_score(Y, P, average="macro", zero_division=0)),
             "subset_accuracy": float(accuracy_score(Y, P)),
-            "empty_share": float((P.sum(axis=1) == 0).mean()) if len(P) else 0.0}
+            "empty_share": float((P.sum(axis=1) == 0).mean())}
 
 
 @dataclass(frozen=True)

@@ -53,3 +53,75 @@ def test_calibrate_fits_a_scaling_and_threshold_per_label():
 def test_bad_targets_are_refused_with_what_was_given(y, match):
     with pytest.raises((TypeError, ValueError), match=match):
         multilabel.as_indicator(y, LABELS)
+
+
+def test_a_sparse_or_dataframe_indicator_matrix_is_read_as_one():
+    import pandas as pd
+    from scipy import sparse
+
+    Y = np.array([[1, 0, 1], [0, 1, 0]])
+    np.testing.assert_array_equal(multilabel.as_indicator(sparse.csr_matrix(Y), LABELS), Y)
+    np.testing.assert_array_equal(multilabel.as_indicator(pd.DataFrame(Y, columns=LABELS), LABELS), Y)
+
+
+def test_a_label_given_to_every_or_no_training_text_gets_a_constant_logit():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    Y = np.stack([(X[:, 0] > 0), np.ones(40), np.zeros(40)], 1).astype(int)
+    head = multilabel.fit_multilabel(X, Y, cv=2)
+    z = head.logits(rng.normal(size=(5, 3)))
+    assert z.dtype == np.float64
+    np.testing.assert_array_equal(z[:, 1], 8.0)
+    np.testing.assert_array_equal(z[:, 2], -8.0)
+
+
+def test_an_indicator_matrix_comes_back_as_int64_and_ten_labels_are_listed_whole():
+    Y = multilabel.as_indicator(np.array([[True, False, True]]), LABELS)
+    assert Y.dtype == np.int64 and Y.tolist() == [[1, 0, 1]]
+    ten = [f"l{i}" for i in range(10)]
+    with pytest.raises(ValueError, match=r"'l9'\]\.$"):
+        multilabel.as_indicator([["hail"]], ten)
+    with pytest.raises(ValueError, match=r"'l9'\] \.\.\.\.$"):
+        multilabel.as_indicator([["hail"]], ten + ["l10"])
+
+
+def test_the_best_f1_cut_is_the_midpoint_and_can_be_below_every_probability():
+    p = np.array([[0.9], [0.8], [0.7], [0.6]])
+    assert multilabel.per_label_thresholds(p, np.array([[1], [1], [1], [0]]))[0] == pytest.approx(0.65)
+    # every text has the label: the best cut gives it to all of them (below the lowest probability)
+    assert multilabel.per_label_thresholds(p, np.ones((4, 1), int))[0] < 0.6
+
+
+def test_a_single_target_is_refused_with_what_it_is():
+    with pytest.raises(ValueError, match="every target here is 1"):
+        multilabel.calibrate_multilabel(np.zeros((1, 1)), np.ones((1, 1), int))
+
+
+def test_the_report_counts_the_rows_given_no_label():
+    r = multilabel.multilabel_f1(np.array([[1, 0], [0, 1]]), np.array([[1, 0], [0, 0]]))
+    assert r["empty_share"] == 0.5
+
+
+def test_a_label_with_three_positives_gets_its_own_threshold_and_fewer_the_pooled_one():
+    rng = np.random.default_rng(3)
+    p = rng.random((60, 2))
+    Y = np.zeros((60, 2), int)
+    Y[np.argsort(-p[:, 0])[:3], 0] = 1  # three positives, the three most probable: the cut right below them
+    Y[np.argsort(-p[:, 1])[:2], 1] = 1  # two positives: the pooled threshold
+    th = multilabel.per_label_thresholds(p, Y)
+    assert np.sort(p[:, 0])[-4] < th[0] < np.sort(p[:, 0])[-3]
+    pooled = multilabel.per_label_thresholds(p, Y, min_positives=10)
+    assert th[1] == pooled[1] == pooled[0]
+
+
+def test_a_fold_without_a_labels_positive_still_fits_and_the_calibration_strength_is_used():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    Y = np.zeros((40, 2), int)
+    Y[:, 0] = X[:, 0] > 0
+    Y[7, 1] = 1  # one positive: the folds that hold it out train on none
+    head = multilabel.fit_multilabel(X, Y, cv=4)
+    assert head.logits(X).shape == (40, 2)
+    z = rng.normal(size=(300, 2)) + 2 * (Y2 := rng.integers(0, 2, (300, 2)))
+    loose, tight = multilabel.calibrate_multilabel(z, Y2), multilabel.calibrate_multilabel(z, Y2, C=1e-4)
+    assert np.abs(loose.a - tight.a).max() > 0.1

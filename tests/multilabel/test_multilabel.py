@@ -71,6 +71,40 @@ def test_yes_no_reading_is_one_engine_call_and_equals_each_question_alone(pair, 
             assert abs(together[i, j] - alone) < 1e-5
 
 
+def test_yes_no_questions_name_the_labels_as_the_classifier_writes_them(pair, monkeypatch):
+    from judge.labels import label_names_for
+
+    model, tok = pair
+    labels = {"rain": "water falling from the sky", "sun": None, "snow": None}
+    clf = Classifier(labels, model, tokenizer=tok, multi_label=True, embedder=None, progress=False,
+                     label_names={"sun": "sunshine"}, describe="both")
+    asked = []
+    import judge.decisions.prompts as prompts
+
+    orig = prompts.plan_question
+
+    def spy(tokenizer, text, question, style):
+        asked.append(question.instructions)
+        return orig(tokenizer, text, question, style)
+
+    monkeypatch.setattr(prompts, "plan_question", spy)
+    multilabel.yes_no_scores(clf, TEXTS[:1])
+    names = label_names_for(list(labels), {"sun": "sunshine"}, {"rain": "water falling from the sky"}, "both")
+    assert asked == [multilabel.QUESTION.format(label=n) for n in names]
+    assert "sunshine" in asked[1] and "water falling" in asked[0]
+
+
+def test_label_features_compute_only_what_is_asked_and_the_gap_is_to_the_best_label(pair):
+    clf = clf_of(pair)
+    only = multilabel.label_features(clf, TEXTS[:2], which=("yes_no",))
+    assert (only[..., 1:] == 0).all() and (only[..., 0] != 0).any()
+    gap = multilabel.label_features(clf, TEXTS[:2], which=("similarity_gap",))
+    assert (gap[..., 2] < 0).any()
+    F = multilabel.label_features(clf, TEXTS[:2], which=("similarity", "similarity_gap"))
+    np.testing.assert_allclose(F[..., 2], F[..., 1] - F[..., 1].max(axis=1, keepdims=True))
+    assert (F[..., 2].max(axis=1) == 0).all()
+
+
 def multilabel_query(plan):
     from judge.engine.protocol import Query
 
@@ -88,6 +122,17 @@ def test_fit_on_lists_equals_fit_on_an_indicator_matrix(pair):
     # the fitted head learned the training targets
     got = multilabel.as_indicator(a.predict(TEXTS), LABELS)
     assert (got == M).mean() > 0.8
+
+
+def test_fit_uses_the_given_regularisation_and_warns_that_it_drops_a_calibration(pair):
+    clf = clf_of(pair).calibrate(TEXTS, Y)
+    with pytest.warns(UserWarning, match="fit\\(\\) drops the calibration fitted before it") as got:
+        clf.fit(TEXTS, Y, cv=2, Cs=(1e-6,))
+    assert [w.filename for w in got if "drops" in str(w.message)] == [__file__]  # it points at the caller
+    assert clf.multilabel_.state is None
+    assert np.abs(clf.multilabel_.head.coef).max() < 1e-3  # C = 1e-6: the weights all but vanish
+    loose = clf_of(pair).fit(TEXTS, Y, cv=2, Cs=(100.0,))
+    assert np.abs(loose.multilabel_.head.coef).max() > 0.1
 
 
 def test_predict_gives_lists_and_an_empty_list_where_no_label_reaches_its_threshold(pair):
@@ -122,10 +167,11 @@ def test_damaged_multilabel_file_is_refused(pair, tmp_path):
     clf_of(pair).calibrate(TEXTS, Y).save(tmp_path, model_ref="my-org/my-model")
     f = tmp_path / "multilabel.safetensors"
     arrays = load_file(str(f))
-    arrays["state.a"] = arrays["state.a"][:2]
-    save_file(arrays, str(f), metadata={"labels": '["rain", "sun", "snow"]'})
-    with pytest.raises(ValueError, match=r"state\.a has shape"):
-        Classifier.load(tmp_path, model=model, tokenizer=tok)
+    for key in ("state.a", "state.b", "state.threshold"):  # each per-label array's shape is checked
+        bad = dict(arrays, **{key: arrays[key][:2]})
+        save_file(bad, str(f), metadata={"labels": '["rain", "sun", "snow"]'})
+        with pytest.raises(ValueError, match=key.replace(".", r"\.") + " has shape"):
+            Classifier.load(tmp_path, model=model, tokenizer=tok)
     f.unlink()
     with pytest.raises(FileNotFoundError, match="multilabel.safetensors"):
         Classifier.load(tmp_path, model=model, tokenizer=tok)
@@ -227,3 +273,20 @@ def test_calibrate_is_one_signature_and_target_precision_is_refused_with_one_lab
     with pytest.raises(TypeError, match="is for multi_label=True"):
         single.calibrate(TEXTS, [y[0] if y else LABELS[0] for y in Y], target_precision=0.9)
     assert single.calibration_ is None
+
+
+def test_predict_records_of_a_multi_label_classifier_keep_the_top_k_probabilities(pair):
+    clf = clf_of(pair)
+    full, top = clf.predict_records(TEXTS[:2]), clf.predict_records(TEXTS[:2], top_k=1)
+    assert [sorted(r) for r in full] == [["labels", "probabilities"]] * 2
+    assert [len(r["probabilities"]) for r in full] == [3, 3] and [len(r["probabilities"]) for r in top] == [1, 1]
+    assert [r["labels"] for r in top] == [r["labels"] for r in full]
+    with pytest.raises(ValueError, match="empty list"):
+        clf.predict_records(TEXTS[:1], abstain=True)
+
+
+def test_proba_after_calibrate_is_the_fitted_scaling_not_the_raw_sigmoid(pair):
+    clf = clf_of(pair).calibrate(TEXTS, Y)
+    z = multilabel.logits(clf, TEXTS)
+    np.testing.assert_allclose(clf.predict_proba(TEXTS), clf.multilabel_.state.proba(z))
+    assert np.abs(clf.predict_proba(TEXTS) - multilabel.sigmoid(z)).max() > 1e-3
