@@ -125,3 +125,27 @@ def test_a_fold_without_a_labels_positive_still_fits_and_the_calibration_strengt
     z = rng.normal(size=(300, 2)) + 2 * (Y2 := rng.integers(0, 2, (300, 2)))
     loose, tight = multilabel.calibrate_multilabel(z, Y2), multilabel.calibrate_multilabel(z, Y2, C=1e-4)
     assert np.abs(loose.a - tight.a).max() > 0.1
+
+
+def test_the_cut_ranks_by_f1_and_an_unreachable_precision_gives_the_label_to_no_text():
+    p = np.array([[0.95], [0.9], [0.8], [0.7], [0.6], [0.5]])
+    # cuts: after 1 (P 1, R 1/3, F1 .5), after 3 (P 2/3, R 2/3, F1 .667), after 6 (P .5, R 1, F1 .667: later tie)
+    Y = np.array([[1], [0], [1], [0], [0], [1]])
+    assert multilabel.per_label_thresholds(p, Y, min_positives=1)[0] == pytest.approx(0.75)
+    top = np.array([[1.0], [0.9], [0.8], [0.7]])
+    never = multilabel.per_label_thresholds(top, np.array([[0], [1], [1], [1]]), target_precision=0.99)
+    assert never[0] > 1.0  # not even a probability of exactly 1 gets it
+
+
+def test_the_regularisation_is_chosen_by_cross_validation_from_six_texts():
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(2, 0.3, (2, 2)), rng.normal(-2, 0.3, (4, 2))]
+    Y = np.r_[np.ones(2), np.zeros(4)].astype(int)[:, None]
+    # C = 1e-6 leaves the intercept (a third are positive: below 0) to answer no everywhere: F1 0
+    head = multilabel.fit_multilabel(X, Y, Cs=(1e-6, 10.0), cv=3)  # n == 2 * cv: still cross-validated
+    assert np.abs(head.coef).max() > 0.1
+    # a label given to most texts whatever X says: the intercept alone is best, and the CV must add it
+    X = rng.normal(size=(60, 3))
+    Y = (rng.random((60, 1)) < 0.8).astype(int)
+    head = multilabel.fit_multilabel(X, Y, Cs=(1e-6, 1e3), cv=3)
+    assert np.abs(head.coef).max() < 1e-3

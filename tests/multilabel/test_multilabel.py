@@ -165,10 +165,14 @@ def test_damaged_multilabel_file_is_refused(pair, tmp_path):
     from safetensors.numpy import load_file, save_file
 
     model, tok = pair
-    clf_of(pair).calibrate(TEXTS, Y).save(tmp_path, model_ref="my-org/my-model")
+    clf_of(pair).fit(TEXTS, Y, cv=2).calibrate(TEXTS, Y).save(tmp_path, model_ref="my-org/my-model")
     f = tmp_path / "multilabel.safetensors"
     arrays = load_file(str(f))
-    for key in ("state.a", "state.b", "state.threshold"):  # each per-label array's shape is checked
+    save_file({k: v for k, v in arrays.items() if k != "head.scale"}, str(f),
+              metadata={"labels": '["rain", "sun", "snow"]'})
+    with pytest.raises(ValueError, match=r"the multi-label head lacks the arrays \['scale'\]"):
+        Classifier.load(tmp_path, model=model, tokenizer=tok)
+    for key in ("state.a", "state.b", "state.threshold", "head.intercept"):  # each per-label array's shape
         bad = dict(arrays, **{key: arrays[key][:2]})
         save_file(bad, str(f), metadata={"labels": '["rain", "sun", "snow"]'})
         with pytest.raises(ValueError, match=key.replace(".", r"\.") + " has shape"):
@@ -207,6 +211,10 @@ def test_fit_and_calibrate_refuse_what_multi_label_does_not_take(pair):
         clf.calibrate(TEXTS, Y, coverage=0.5)
     with pytest.raises(TypeError, match=r"\['content_free'\]"):
         clf.calibrate(TEXTS, Y, content_free=["N/A"])
+    for name, value in (("bias", "batch"), ("temperature", False), ("target_accuracy", 0.9), ("confidence", 0.9),
+                        ("scores", np.zeros((len(TEXTS), 3))), ("bias_l2", 2.0)):
+        with pytest.raises(TypeError, match=rf"the options \['{name}'\] are for one label per text"):
+            clf.calibrate(TEXTS, Y, **{name: value})
     with pytest.raises(ValueError, match="8 texts and 2 targets"):
         clf.calibrate(TEXTS, Y[:2])
 
@@ -291,3 +299,19 @@ def test_proba_after_calibrate_is_the_fitted_scaling_not_the_raw_sigmoid(pair):
     z = multilabel.logits(clf, TEXTS)
     np.testing.assert_allclose(clf.predict_proba(TEXTS), clf.multilabel_.state.proba(z))
     assert np.abs(clf.predict_proba(TEXTS) - multilabel.sigmoid(z)).max() > 1e-3
+
+
+def test_the_yes_no_reading_shows_a_progress_bar_only_when_asked(pair, capsys):
+    clf = clf_of(pair)  # progress=False on the classifier
+    multilabel.label_features(clf, TEXTS[:2], which=("yes_no",), progress=True)
+    assert "%|" in capsys.readouterr().err
+    multilabel.label_features(clf, TEXTS[:2], which=("yes_no",))
+    assert "%|" not in capsys.readouterr().err
+
+
+def test_the_single_label_feature_is_a_log_distribution_per_text_and_every_label_is_scored(pair):
+    # decode_above=2: method="auto" resolves to the search path, which leaves labels unscored unless asked for all
+    clf = clf_of(pair, decode_above=2)
+    F = multilabel.label_features(clf, TEXTS[:3], which=("single",))
+    np.testing.assert_allclose(np.logaddexp.reduce(F[..., 3], axis=1), 0.0, atol=1e-9)
+    assert (F[..., 3] > -100).all()
