@@ -149,3 +149,19 @@ def test_the_regularisation_is_chosen_by_cross_validation_from_six_texts():
     Y = (rng.random((60, 1)) < 0.8).astype(int)
     head = multilabel.fit_multilabel(X, Y, Cs=(1e-6, 1e3), cv=3)
     assert np.abs(head.coef).max() < 1e-3
+
+
+def test_the_head_standardises_with_the_training_mean_and_fits_from_two_texts():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2)) + 100.0  # far from 0: the standardisation must subtract the mean
+    Y = (X[:, :1] > 100.0).astype(int)
+    head = multilabel.fit_multilabel(X, Y, cv=3)
+    assert ((head.logits(X) > 0) == Y).mean() > 0.9
+    few = multilabel.fit_multilabel(X[:2], np.array([[1], [0]]), cv=3)  # fewer than 2 * cv texts: no CV
+    assert few.logits(X[:2]).shape == (2, 1)
+
+
+def test_cuts_between_tied_probabilities_are_not_taken():
+    p = np.array([[0.9], [0.9], [0.5], [0.5]])
+    th = multilabel.per_label_thresholds(p, np.array([[1], [0], [1], [0]]), min_positives=1)[0]
+    assert th == pytest.approx(0.7) or th < 0.5  # between the two distinct values, or below all: never inside a tie
