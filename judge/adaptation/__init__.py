@@ -8,6 +8,9 @@ In the order data flows:
   blocks (the answer-slot states, a sentence embedding) with the exact zero-shot scores and the
   embedder's label similarity as offsets (0 examples = zero-shot), L2 and the set of blocks by
   cross-validation (:func:`fit_head`, :func:`choose_features`).
+* :mod:`~judge.adaptation.tuning` — :func:`tune_embedder`: the sentence embedder tuned
+  contrastively on the labelled texts, one more candidate of the head (``fit(..., tune_embedder=...)``),
+  chosen per fold by :mod:`~judge.adaptation.choosing`.
 * :mod:`~judge.adaptation.lora` — :class:`LoraAdapter`: LoRA adapters (``peft``, the ``adapt``
   extra) trained on the exact label log-likelihood the engine scores, normalised over the K labels
   (``Engine.logprob_tensors``), early-stopped on held-out texts; scored by the engine on the merged
@@ -32,6 +35,7 @@ Examples
 (1, 64)
 """
 
+from judge.adaptation.choosing import choose_features, fit_head_tuned
 from judge.adaptation.demos import Demonstrations, fit_demos
 from judge.adaptation.features import (
     answer_states,
@@ -52,14 +56,16 @@ from judge.adaptation.head import (
     L2_GRID,
     LinearHead,
     check_features,
-    choose_features,
     choose_l2,
+    cv_folds,
     fit_head,
 )
 from judge.adaptation.lora import LoraAdapter, train_lora
 from judge.adaptation.saved import from_saved
+from judge.adaptation.tuning import TUNE_DEFAULTS, TunedEncoder, tune_embedder
 
-__all__ = ["L2_GRID", "METHODS", "OPTIONS", "Demonstrations", "LinearHead", "LoraAdapter", "answer_states",
-           "auto_candidates", "check_features", "check_fit_args", "choose_features", "choose_l2", "fit_adaptation",
-           "fit_demos", "fit_head", "fit_head_choosing", "from_saved", "per_class_indices", "states_of_prompts",
-           "text_embeddings", "text_features", "train_lora"]
+__all__ = ["L2_GRID", "METHODS", "OPTIONS", "TUNE_DEFAULTS", "Demonstrations", "LinearHead", "LoraAdapter",
+           "TunedEncoder", "answer_states", "auto_candidates", "check_features", "check_fit_args", "choose_features",
+           "choose_l2", "cv_folds", "fit_adaptation", "fit_demos", "fit_head", "fit_head_choosing", "fit_head_tuned",
+           "from_saved", "per_class_indices", "states_of_prompts", "text_embeddings", "text_features", "train_lora",
+           "tune_embedder"]

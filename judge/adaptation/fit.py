@@ -19,7 +19,11 @@ Methods and their options (``Classifier.fit(texts, y, method=..., **options)``):
            ``embedder`` (None: the classifier's, else the packaged all-MiniLM-L6-v2 where
            sentence-transformers is installed; False: none), ``l2`` (None: cross-validated),
            ``cv`` (5; 3 above 2,000 texts), ``scores`` / ``states`` (computed already: an array
-           of the ``hidden`` block or a dict of blocks).
+           of the ``hidden`` block or a dict of blocks), ``tune_embedder`` (False; True: the
+           sentence embedder tuned on the texts for every candidate that reads it; ``"auto"``:
+           frozen or tuned by the same cross-validation, each fold tuning its own:
+           :func:`judge.adaptation.fit_head_tuned`), ``max_seconds`` (None: the tunings' time
+           budget, split over the folds).
 ``lora``   ``rank`` (8), ``alpha`` (16), ``target_modules`` (("q_proj", "v_proj")), ``epochs`` (3),
            ``lr`` (5e-4), ``batch_size`` (8), ``validation_fraction`` (0.2), ``patience`` (1).
 ``demos``  ``k`` (4): the k training texts nearest to each text (cosine of answer-slot states)
@@ -45,7 +49,8 @@ __all__ = ["METHODS", "OPTIONS", "AUTO_OFFSET_PER_CLASS", "fit_adaptation", "che
 METHODS = ("head", "lora", "demos")
 #: Valid options of each method, with their defaults.
 OPTIONS = {
-    "head": {"features": "auto", "l2": None, "cv": 5, "scores": None, "states": None, "embedder": None},
+    "head": {"features": "auto", "l2": None, "cv": 5, "scores": None, "states": None, "embedder": None,
+             "tune_embedder": False, "max_seconds": None},
     "lora": {"rank": 8, "alpha": 16.0, "target_modules": ("q_proj", "v_proj"), "epochs": 3, "lr": 5e-4,
              "batch_size": 8, "validation_fraction": 0.2, "patience": 1},
     "demos": {"k": 4, "states": None},
@@ -147,6 +152,12 @@ def _check_options(method, o, n, k):
                                         and np.isfinite(o["l2"]) and o["l2"] >= 0):
             raise ValueError(f"l2 must be None (cross-validated) or a number >= 0, got {o['l2']!r}.")
         _positive_int("cv", o["cv"], 2)
+        if o["tune_embedder"] not in (False, True, "auto"):
+            raise ValueError(f"tune_embedder must be False, True or 'auto' (the cross-validation chooses), got "
+                             f"{o['tune_embedder']!r}.")
+        ms = o["max_seconds"]
+        if ms is not None and not (isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0):
+            raise ValueError(f"max_seconds must be None or a number of seconds > 0, got {ms!r}.")
         if o["scores"] is not None:
             if o["features"] != "auto" and "scores" not in parse_features(o["features"])[1]:
                 raise ValueError(f"scores= was given but features={o['features']!r} does not use them; drop scores= "
@@ -416,9 +427,16 @@ def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback, scores_
     if "scores" in need_o and scores is None:
         scores = check_features("zero-shot scores", base_scores(texts), n, K)
 
-    return fit_head_choosing(cands, feats, yi, K, scores=scores, similarity=sim, l2=o["l2"], cv=o["cv"],
-                             random_state=random_state, callback=callback, embedder=embedder,
-                             label_vectors=label_vectors, tfidf=tfidf)
+    common = dict(scores=scores, similarity=sim, l2=o["l2"], cv=o["cv"], random_state=random_state,
+                  callback=callback, embedder=embedder, label_vectors=label_vectors, tfidf=tfidf)
+    if o["tune_embedder"] and ("embed" in need_b or "similarity" in need_o):
+        from judge.adaptation.choosing import fit_head_tuned
+        from judge.fusion import label_texts
+
+        return fit_head_tuned(parsed, feats, yi, K, texts, label_texts(clf.labels, clf.label_names, clf.descriptions),
+                              mode=o["tune_embedder"], max_seconds=o["max_seconds"],
+                              progress=bool(getattr(clf, "progress", False)), **common)
+    return fit_head_choosing(cands, feats, yi, K, **common)
 
 
 def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similarity=None, l2=None, cv=5,
@@ -460,16 +478,14 @@ def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similari
     >>> head.report["features"]
     'embed'
     """
-    from judge.adaptation.head import choose_features, fit_head
+    from judge.adaptation.choosing import candidate_parts, choose_features
+    from judge.adaptation.head import fit_head
 
     parsed = {c: parse_features(c) for c in candidates}
     n = len(y)
 
     def parts(c):
-        bl, of = parsed[c]
-        dense = [blocks[b] for b in bl if b != "tfidf"]
-        H = (np.hstack(dense) if dense else None, blocks["tfidf"] if "tfidf" in bl else None)
-        return H, scores if "scores" in of else None, similarity if "similarity" in of else None
+        return candidate_parts(parsed[c], blocks, scores, similarity)
 
     cv = cv if n <= 2000 else min(cv, 3)
     choice = None

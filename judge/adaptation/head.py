@@ -14,7 +14,7 @@ sentence embedding of the text (``embed``, :class:`judge.encoders.SentenceEncode
 negative log-likelihood plus ``l2 / 2 * (|W|^2 + |b|^2)``, so the more examples, the further
 the head may move from zero-shot; ``l2`` is chosen by cross-validated NLL on the training data
 only (:func:`choose_l2`), and so is the combination of blocks and offsets
-(:func:`choose_features`, ``features="auto"``).
+(:func:`judge.adaptation.fit.choose_features`, ``features="auto"``).
 
 The fit is L-BFGS (scipy's ``L-BFGS-B``, float64, the loss's analytic gradient in numpy) on that
 loss, not scikit-learn's ``LogisticRegression``: scikit-learn's takes no offset (a fixed
@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["LinearHead", "fit_head", "choose_l2", "choose_features", "L2_GRID", "BLOCKS", "OFFSETS",
-           "check_features"]
+__all__ = ["LinearHead", "fit_head", "choose_l2", "cv_folds", "L2_GRID", "BLOCKS", "OFFSETS", "check_features"]
 
 #: The L2 strengths cross-validation chooses from (summed-loss form: per example, l2 / n).
 L2_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -254,6 +253,8 @@ class LinearHead:
             out["label_vectors"] = np.asarray(self.label_vectors, np.float64)
         if self.tfidf is not None:
             out["tfidf_idf"] = self.tfidf.state()[1]["idf"]
+        if hasattr(self.embedder, "arrays"):  # an embedder tuned by fit (judge.adaptation.tuning): its weights
+            out.update({f"tuned.{k}": v for k, v in self.embedder.arrays().items()})
         return out
 
     def config(self) -> dict:
@@ -264,7 +265,7 @@ class LinearHead:
             tfidf = {"spec": self.tfidf.spec, "terms": sorted(vocab, key=vocab.get)}
         return {"kind": self.kind, "offset_scale": self.offset_scale, "l2": self.l2, "report": self.report,
                 "blocks": [list(b) for b in self.blocks], "similarity_scale": self.similarity_scale,
-                "embedder": self.embedder, "tfidf": tfidf}
+                "embedder": getattr(self.embedder, "spec", self.embedder), "tfidf": tfidf}
 
     def __repr__(self):
         K, d = np.asarray(self.weights).shape
@@ -406,7 +407,15 @@ def _log_proba_of(theta, Z, offsets, K):
     return _log_softmax(logits)
 
 
-def _folds(y, cv, random_state):
+def cv_folds(y, cv, random_state) -> list:
+    """The head's cross-validation folds: stratified down to the smallest class, shuffled plain folds
+    where a class has one text. Every candidate and every tuned embedder of ``fit`` uses these.
+
+    Examples
+    --------
+    >>> [len(te) for _, te in cv_folds(np.repeat([0, 1], 4), 5, 0)]
+    [2, 2, 2, 2]
+    """
     from sklearn.model_selection import KFold, StratifiedKFold
 
     counts = np.bincount(y)
@@ -457,7 +466,7 @@ def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRI
     """
     H = _parts(states)
     y = np.asarray(y)
-    folds = folds if folds is not None else _folds(y, cv, random_state)
+    folds = folds if folds is not None else cv_folds(y, cv, random_state)
     grid = sorted(float(g) for g in grid)[::-1]
     nll = np.zeros(len(grid))
     acc = np.zeros(len(grid))
@@ -487,51 +496,6 @@ def _head(theta, K, blocks, use_s, use_r, mean, scale, l2, report=None, embedder
     return LinearHead(theta[J + K:].reshape(K, d).copy(), theta[J:J + K].copy(), a, mean, scale, float(l2),
                       report or {}, blocks, c, embedder if (use_r or any(n == "embed" for n, _ in blocks)) else None,
                       label_vectors if use_r else None, tfidf if any(n == "tfidf" for n, _ in blocks) else None)
-
-
-def choose_features(candidates, y, n_classes, *, grid=L2_GRID, cv=5, random_state=0, callback=None,
-                    max_folds=None) -> dict:
-    """The candidate feature set of lowest cross-validated NLL (each at its best L2), on the training data only.
-
-    Parameters
-    ----------
-    candidates : dict
-        ``name -> (states (n, d), scores (n, K) or None, similarity (n, K) or None)``, in order of
-        preference (a tie keeps the earlier).
-    y : ndarray of int, shape (n,)
-    n_classes : int
-    grid, cv, random_state, callback : as :func:`choose_l2` (every candidate gets the same folds).
-    max_folds : int, optional
-        Use only the first folds (a held-out split where the data are large: the choice is then
-        less noisy than the fits are costly).
-
-    Returns
-    -------
-    dict
-        ``features`` (the chosen name), ``l2`` (its strength), ``nll`` (name -> best mean held-out
-        NLL), ``tables`` (name -> its :func:`choose_l2` result).
-
-    Examples
-    --------
-    A planted signal in one block only; the other block is noise:
-
-    >>> rng = np.random.default_rng(0)
-    >>> y = np.repeat([0, 1, 2], 12)
-    >>> good = rng.normal(size=(36, 4)); good[:, :3] += 3 * np.eye(3)[y]
-    >>> noise = rng.normal(size=(36, 4))
-    >>> choose_features({"noise": (noise, None, None), "good": (good, None, None)}, y, 3, cv=3)["features"]
-    'good'
-    """
-    if not candidates:
-        raise ValueError("choose_features needs at least one candidate feature set; got none.")
-    y = np.asarray(y)
-    folds = _folds(y, cv, random_state)[:max_folds]
-    tables, best = {}, {}
-    for name, (H, S, R) in candidates.items():
-        tables[name] = choose_l2(H, y, n_classes, scores=S, similarity=R, grid=grid, folds=folds, callback=callback)
-        best[name] = min(tables[name]["nll"])
-    pick = min(candidates, key=lambda k: round(best[k], 10))  # dicts keep order: a tie keeps the earlier
-    return {"features": pick, "l2": tables[pick]["l2"], "nll": best, "tables": tables}
 
 
 def fit_head(states, y, n_classes, *, scores=None, similarity=None, l2=None, cv=5, grid=L2_GRID, random_state=0,

@@ -49,11 +49,16 @@ def from_saved(config: dict, arrays: dict, n_labels: int):
                 t = config["tfidf"]
                 tfidf = TfidfEncoder.from_state(t["spec"], {w: i for i, w in enumerate(t["terms"])},
                                                 {"idf": arrays.get("tfidf_idf")})
+            embedder = config.get("embedder")
+            if isinstance(embedder, dict) and embedder.get("kind") == "tuned":  # fit(tune_embedder=...)'s weights
+                from judge.adaptation.tuning import TunedEncoder
+
+                embedder = TunedEncoder.from_saved(embedder, {k[6:]: v for k, v in arrays.items()
+                                                              if k.startswith("tuned.")})
             obj = LinearHead(arrays["weights"], arrays["bias"], None if a is None else float(a), arrays["mean"],
                              arrays["scale"], float(config["l2"]), config.get("report") or {},
                              None if blocks is None else tuple(tuple(b) for b in blocks),
-                             None if c is None else float(c), config.get("embedder"), arrays.get("label_vectors"),
-                             tfidf)
+                             None if c is None else float(c), embedder, arrays.get("label_vectors"), tfidf)
             rows = obj.weights.shape[0]
         elif kind == "demos":
             from judge.adaptation.demos import Demonstrations

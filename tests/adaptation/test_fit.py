@@ -511,7 +511,7 @@ def test_head_reaches_the_optimum_an_independent_solver_finds():
 def test_cv_folds_and_each_candidates_choice_are_the_documented_ones():
     """choose_l2's folds: 5 by default, stratified down to the smallest class (2 examples: 2 folds); choose_features
     gives each candidate exactly choose_l2's table on its own offsets and grid."""
-    from judge.adaptation.head import choose_features, choose_l2
+    from judge.adaptation import choose_features, choose_l2
 
     rng = np.random.default_rng(4)
     y = np.repeat(np.arange(3), 10)
