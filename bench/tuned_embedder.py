@@ -47,11 +47,14 @@ def _setfit(texts, y, ev_texts, iterations, seed):
 
     from judge.encoders import embedder_folder
 
+    import tempfile
+
     model = SetFitModel.from_pretrained(str(embedder_folder()))
-    args = TrainingArguments(batch_size=16, num_iterations=iterations, num_epochs=1, seed=seed, report_to="none",
-                             show_progress_bar=False)
-    Trainer(model=model, args=args, train_dataset=Dataset.from_dict({"text": list(texts), "label": [int(v) for v in y]})
-            ).train()
+    with tempfile.TemporaryDirectory() as out:  # the trainer's checkpoints: not in the work tree
+        args = TrainingArguments(output_dir=out, batch_size=16, num_iterations=iterations, num_epochs=1, seed=seed,
+                                 report_to="none", show_progress_bar=False)
+        Trainer(model=model, args=args,
+                train_dataset=Dataset.from_dict({"text": list(texts), "label": [int(v) for v in y]})).train()
     return np.asarray(model.predict(list(ev_texts)))
 
 
