@@ -53,6 +53,10 @@ def test_saved_weights_rebuild_the_same_encoder_and_a_foreign_set_is_refused():
     enc = tune_embedder("minilm", TEXTS, Y, epochs=1)
     back = TunedEncoder.from_saved(enc.spec, enc.arrays())
     np.testing.assert_array_equal(back(TEXTS), enc(TEXTS))
+    np.testing.assert_allclose(np.linalg.norm(enc(TEXTS), axis=1), 1.0, atol=1e-5)  # unit rows: cosine = dot
+    empty = enc([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+    assert repr(enc) == "TunedEncoder(base='minilm', steps=4)"
     arrays = enc.arrays()
     arrays.pop(next(iter(arrays)))
     with pytest.raises(ValueError, match="does not match its base"):
@@ -62,6 +66,12 @@ def test_saved_weights_rebuild_the_same_encoder_and_a_foreign_set_is_refused():
 def test_max_seconds_stops_after_the_step_that_crosses_it():
     enc = tune_embedder("minilm", TEXTS, Y, epochs=50, max_seconds=1e-3)
     assert enc.report["stopped"] is True and enc.report["steps"] == 1
+    assert sorted(enc.report) == ["seconds", "steps", "stopped", "texts"] and enc.report["seconds"] > 0
+
+
+def test_a_class_with_one_text_is_its_own_pair():
+    enc = tune_embedder("minilm", ["my card is late", "card not here", "what rate"], [0, 0, 1], epochs=1)
+    assert enc.report["steps"] == 1 and enc(["rate"]).shape == (1, 384)  # [card, rate], then [card] alone: skipped
 
 
 def test_bad_input_and_a_missing_extra_are_refused_with_what_to_do(monkeypatch):
