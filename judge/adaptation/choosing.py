@@ -92,7 +92,8 @@ def fit_head_tuned(parsed, blocks, y, n_classes, texts, label_texts, *, mode=Tru
 
     Every candidate that reads the embedder (an ``embed`` block or the ``similarity`` offset) is
     scored by cross-validation with an embedder tuned on each fold's training texts alone
-    (:func:`judge.adaptation.tuning.choose_tuned`); with ``mode="auto"`` the frozen embedder's
+    (:func:`judge.adaptation.head.choose_l2` with ``per_fold``), so its held-out NLL never saw the
+    held-out labels (tuning once on every text would let them into their own features); with ``mode="auto"`` the frozen embedder's
     candidates compete on the same folds, so the tuned one is kept only where it lowers the
     held-out NLL. The winner is refitted on every text (the embedder tuned on all of them).
 
@@ -135,7 +136,7 @@ def fit_head_tuned(parsed, blocks, y, n_classes, texts, label_texts, *, mode=Tru
     import time
 
     from judge.adaptation.head import choose_l2, cv_folds, fit_head
-    from judge.adaptation.tuning import choose_tuned, tune_embedder
+    from judge.adaptation.tuning import tune_embedder
     from judge.fusion import label_similarity
 
     if mode not in (True, "auto"):
@@ -161,9 +162,10 @@ def fit_head_tuned(parsed, blocks, y, n_classes, texts, label_texts, *, mode=Tru
             H, S, R = candidate_parts(parsed[c], blocks, scores, similarity)
             tables[c] = choose_l2(H, y, n_classes, scores=S, similarity=R, grid=grid, folds=folds, callback=callback)
         if c in reads:
-            tables[c + " (tuned)"] = choose_tuned(
-                lambda f, c=c: candidate_parts(parsed[c], dict(blocks, embed=per_fold[f][1]), scores, per_fold[f][3]),
-                folds, y, n_classes, grid=grid, callback=callback)
+            tables[c + " (tuned)"] = choose_l2(
+                None, y, n_classes, grid=grid, folds=folds, callback=callback,
+                per_fold=lambda f, c=c: candidate_parts(parsed[c], dict(blocks, embed=per_fold[f][1]), scores,
+                                                        per_fold[f][3]))
     nll = {name: min(t["nll"]) for name, t in tables.items()}
     pick = min(tables, key=lambda k: round(nll[k], 10))  # a tie keeps the earlier: the frozen one
     base, is_tuned = pick.removesuffix(" (tuned)"), pick.endswith(" (tuned)")

@@ -14,7 +14,7 @@ sentence embedding of the text (``embed``, :class:`judge.encoders.SentenceEncode
 negative log-likelihood plus ``l2 / 2 * (|W|^2 + |b|^2)``, so the more examples, the further
 the head may move from zero-shot; ``l2`` is chosen by cross-validated NLL on the training data
 only (:func:`choose_l2`), and so is the combination of blocks and offsets
-(:func:`judge.adaptation.fit.choose_features`, ``features="auto"``).
+(:func:`judge.adaptation.choosing.choose_features`, ``features="auto"``).
 
 The fit is L-BFGS (scipy's ``L-BFGS-B``, float64, the loss's analytic gradient in numpy) on that
 loss, not scikit-learn's ``LogisticRegression``: scikit-learn's takes no offset (a fixed
@@ -427,7 +427,7 @@ def cv_folds(y, cv, random_state) -> list:
 
 
 def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRID, cv=5, random_state=0,
-              callback=None, folds=None) -> dict:
+              callback=None, folds=None, per_fold=None) -> dict:
     """Cross-validated NLL of the head for each L2 strength; the training data only.
 
     Folds: stratified (``cv`` folds, fewer when a class has fewer examples), or plain shuffled
@@ -449,6 +449,10 @@ def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRI
         Called after every optimiser step (may raise to stop).
     folds : list of (train, test) index arrays, optional
         Use these folds instead of making them.
+    per_fold : callable, optional
+        ``fold index -> (states, scores, similarity)``: features that differ per fold (an embedder
+        tuned on each fold's training rows, :func:`judge.adaptation.fit_head_tuned`); they replace
+        ``states``, ``scores`` and ``similarity`` (pass None for those) and need ``folds``.
 
     Returns
     -------
@@ -464,13 +468,16 @@ def choose_l2(states, y, n_classes, *, scores=None, similarity=None, grid=L2_GRI
     >>> r["l2"] in L2_GRID, len(r["nll"]) == len(L2_GRID)
     (True, True)
     """
-    H = _parts(states)
+    H = None if per_fold is not None else _parts(states)
     y = np.asarray(y)
     folds = folds if folds is not None else cv_folds(y, cv, random_state)
     grid = sorted(float(g) for g in grid)[::-1]
     nll = np.zeros(len(grid))
     acc = np.zeros(len(grid))
-    for tr, te in folds:
+    for f, (tr, te) in enumerate(folds):
+        if per_fold is not None:
+            states, scores, similarity = per_fold(f)
+            H = _parts(states)
         mean, scale = _standardise(_rows(H, tr))
         Ztr, Zte = _apply(_rows(H, tr), mean, scale), _apply(_rows(H, te), mean, scale)
         off_tr = _offsets_of(None if scores is None else scores[tr], None if similarity is None else similarity[tr])

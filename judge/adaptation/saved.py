@@ -53,7 +53,7 @@ def from_saved(config: dict, arrays: dict, n_labels: int):
             if isinstance(embedder, dict) and embedder.get("kind") == "tuned":  # fit(tune_embedder=...)'s weights
                 from judge.adaptation.tuning import TunedEncoder
 
-                embedder = TunedEncoder.from_saved(embedder, {k[6:]: v for k, v in arrays.items()
+                embedder = TunedEncoder.from_saved(embedder, {k.removeprefix("tuned."): v for k, v in arrays.items()
                                                               if k.startswith("tuned.")})
             obj = LinearHead(arrays["weights"], arrays["bias"], None if a is None else float(a), arrays["mean"],
                              arrays["scale"], float(config["l2"]), config.get("report") or {},

@@ -9,10 +9,8 @@
 * :class:`TunedEncoder` — the tuned model as an encoder (``texts -> (n, d)``, L2-normalised), its
   weights saved as arrays beside the head's (safetensors, never pickled) and rebuilt offline from
   the packaged base model.
-* :func:`choose_tuned` — the cross-validated choice between the frozen and the tuned embedder
-  for the head's candidate feature sets. Each fold's tuned features come from an embedder tuned on
-  that fold's training texts alone, so the held-out NLL is honest (tuning on every text first
-  would let the held-out texts' labels into their own features).
+
+The choice between the frozen and the tuned embedder is :func:`judge.adaptation.fit_head_tuned`'s.
 
 Why not ``SentenceTransformerTrainer`` (or ``setfit``)? Both need the ``datasets`` package and
 set up a trainer per call; the head tunes the embedder once per fold plus once at the end, a
@@ -29,7 +27,7 @@ import time
 
 import numpy as np
 
-__all__ = ["TUNE_DEFAULTS", "TunedEncoder", "choose_tuned", "pair_batches", "tune_embedder"]
+__all__ = ["TUNE_DEFAULTS", "TunedEncoder", "pair_batches", "tune_embedder"]
 
 #: Tuning settings: epochs over the texts, learning rate, texts per batch (each with its pair).
 TUNE_DEFAULTS = {"epochs": 2, "lr": 2e-5, "batch_size": 32}
@@ -222,49 +220,3 @@ def tune_embedder(base, texts, y, *, epochs=TUNE_DEFAULTS["epochs"], lr=TUNE_DEF
     name = base.model if hasattr(base, "model") else str(base)
     return TunedEncoder(name, model, {"steps": steps, "seconds": round(time.perf_counter() - start, 3),
                                       "stopped": stopped, "texts": len(texts)})
-
-
-def choose_tuned(parts, folds, y, n_classes, *, grid, callback=None) -> dict:
-    """Cross-validated NLL of a candidate whose features differ per fold (each fold's own tuned embedder).
-
-    Parameters
-    ----------
-    parts : callable
-        ``fold index -> (states, scores, similarity)`` for that fold: the tuned blocks computed by the
-        embedder tuned on the fold's training rows.
-    folds : list of (train, test) index arrays
-    y : ndarray of int, shape (n,)
-    n_classes : int
-    grid : sequence of float
-        L2 strengths (:data:`judge.adaptation.head.L2_GRID`).
-    callback : as :func:`judge.adaptation.head.choose_l2`.
-
-    Returns
-    -------
-    dict
-        As :func:`judge.adaptation.head.choose_l2`: ``l2``, ``grid`` (strongest first), ``nll`` and
-        ``accuracy`` per strength (means over every held-out row), ``folds``.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> y = np.repeat([0, 1], 10); H = rng.normal(size=(20, 2)) + 3 * np.eye(2)[y]
-    >>> folds = [(np.r_[0:5, 10:15], np.r_[5:10, 15:20]), (np.r_[5:10, 15:20], np.r_[0:5, 10:15])]
-    >>> r = choose_tuned(lambda f: (H, None, None), folds, y, 2, grid=(1.0, 0.1))
-    >>> r["folds"], len(r["nll"]), r["l2"] in (1.0, 0.1)
-    (2, 2, True)
-    """
-    from judge.adaptation.head import choose_l2
-
-    nll = acc = 0.0
-    total = sum(len(te) for _, te in folds)
-    table = None
-    for f, (tr, te) in enumerate(folds):
-        H, S, R = parts(f)
-        table = choose_l2(H, y, n_classes, scores=S, similarity=R, grid=grid, folds=[(tr, te)], callback=callback)
-        nll = nll + np.asarray(table["nll"]) * len(te)
-        acc = acc + np.asarray(table["accuracy"]) * len(te)
-    nll, acc = nll / total, acc / total
-    best = int(np.argmin(np.round(nll, 10)))
-    return {"l2": table["grid"][best], "grid": table["grid"], "nll": nll.tolist(), "accuracy": acc.tolist(),
-            "folds": len(folds)}

@@ -572,3 +572,19 @@ def test_fit_reads_states_and_zero_shot_scores_from_one_model_pass(pair, monkeyp
     assert calls == {"hidden_states": 0, "score_items_states": 2}
     ref_p = two_pass.decision_function(ref, TEXTS, lambda t: offset_scores(ref, t))  # states from their own pass
     np.testing.assert_allclose(p, np.exp(ref_p - np.logaddexp.reduce(ref_p, axis=1, keepdims=True)), atol=1e-5)
+
+
+def test_choose_l2_with_features_per_fold_reads_each_folds_own_and_equals_the_plain_call_when_they_agree():
+    from judge.adaptation import choose_l2, cv_folds
+
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.arange(3), 8)
+    X = rng.normal(size=(24, 4)) + np.eye(3, 4)[y]
+    folds = cv_folds(y, 4, 0)
+    plain = choose_l2(X, y, 3, folds=folds)
+    same = choose_l2(None, y, 3, folds=folds, per_fold=lambda f: (X, None, None))
+    np.testing.assert_allclose(same["nll"], plain["nll"], rtol=0, atol=1e-12)
+    seen = []
+    noise = rng.normal(size=(24, 4))
+    mixed = choose_l2(None, y, 3, folds=folds, per_fold=lambda f: (seen.append(f) or (X if f else noise), None, None))
+    assert seen == [0, 1, 2, 3] and mixed["nll"] != plain["nll"]
