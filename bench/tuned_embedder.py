@@ -42,12 +42,12 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
 def _setfit(texts, y, ev_texts, iterations, seed):
+    import tempfile
+
     from datasets import Dataset
     from setfit import SetFitModel, Trainer, TrainingArguments
 
     from judge.encoders import embedder_folder
-
-    import tempfile
 
     model = SetFitModel.from_pretrained(str(embedder_folder()))
     with tempfile.TemporaryDirectory() as out:  # the trainer's checkpoints: not in the work tree
