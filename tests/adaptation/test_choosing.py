@@ -26,6 +26,22 @@ def test_candidate_parts_stack_the_dense_blocks_and_keep_tfidf_apart():
     assert dense.shape == (2, 7) and tf.shape == (2, 2) and S is None and R.shape == (2, 2)
 
 
+def test_choose_features_passes_each_candidates_offsets_and_fit_head_tuned_its_l2_and_folds(capsys):
+    from judge.adaptation import choose_l2
+
+    rng = np.random.default_rng(1)
+    y = np.repeat([0, 1], 6)
+    H, R = rng.normal(size=(12, 2)), np.eye(2)[y] + 0.1 * rng.normal(size=(12, 2))
+    got = choose_features({"sim": (H, None, R)}, y, 2, cv=3)
+    want = choose_l2(H, y, 2, similarity=R, cv=3)
+    np.testing.assert_allclose(got["tables"]["sim"]["nll"], want["nll"], rtol=0, atol=1e-12)
+    pytest.importorskip("sentence_transformers")
+    head = fit_head_tuned({"embed": (("embed",), ())}, {"embed": rng.normal(size=(8, 4))}, Y, 2, TEXTS, LABELS,
+                          cv=4, embedder="minilm", l2=3.0)
+    assert head.report["cv"]["grid"] == [3.0] and head.report["cv"]["folds"] == 4
+    assert "tuning the embedder" not in capsys.readouterr().err  # no bar unless asked
+
+
 def test_choose_features_keeps_the_earlier_candidate_on_a_tie():
     rng = np.random.default_rng(0)
     H = rng.normal(size=(12, 3))
@@ -61,6 +77,9 @@ def test_fit_with_a_tuned_embedder_saves_and_loads_offline_with_identical_answer
     clf.fit(TEXTS, [LABELS[i] for i in Y], tune_embedder=True, cv=2, features="embed+similarity")
     head = clf.adaptation_
     assert head.report["tuned"] is True and isinstance(head.embedder, TunedEncoder)
+    # the similarity offset is the tuned embedder's: its label vectors, and a fitted scale
+    assert head.uses_similarity and head.similarity_scale is not None
+    np.testing.assert_allclose(head.label_vectors, head.embedder(LABELS), rtol=0, atol=1e-6)
     assert head.report["tuning"]["texts"] == len(TEXTS)
     clf.save(tmp_path, model_ref="my-org/my-model")
     back = Classifier.load(tmp_path, model=model, tokenizer=tok)
