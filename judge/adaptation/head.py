@@ -14,7 +14,7 @@ sentence embedding of the text (``embed``, :class:`judge.encoders.SentenceEncode
 negative log-likelihood plus ``l2 / 2 * (|W|^2 + |b|^2)``, so the more examples, the further
 the head may move from zero-shot; ``l2`` is chosen by cross-validated NLL on the training data
 only (:func:`choose_l2`), and so is the combination of blocks and offsets
-(:func:`judge.adaptation.choosing.choose_features`, ``features="auto"``).
+(:func:`judge.adaptation.choose_features`, ``features="auto"``).
 
 The fit is L-BFGS (scipy's ``L-BFGS-B``, float64, the loss's analytic gradient in numpy) on that
 loss, not scikit-learn's ``LogisticRegression``: scikit-learn's takes no offset (a fixed
