@@ -67,16 +67,25 @@ _ENGINES_LOCK = threading.Lock()
 
 
 def _shutdown(llm) -> None:
-    """Stop a vLLM engine's core process and its workers (vLLM's own ``engine_core.shutdown``)."""
+    """Stop a vLLM engine's core process and its workers (vLLM's own ``engine_core.shutdown``),
+    then wait (5 s at most) for the client's monitor thread to see the engine gone: a daemon thread
+    still inside vLLM's cleanup when the interpreter finalizes aborts the process."""
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     if core is not None and hasattr(core, "shutdown"):
         core.shutdown()
+    for thread in threading.enumerate():
+        if thread.name == "MPClientEngineMonitor" and thread is not threading.current_thread():
+            thread.join(timeout=5.0)
 
 
-@atexit.register
 def _shutdown_all() -> None:
-    """At interpreter exit, stop every engine still open (registered after multiprocessing's own
-    exit handler, so it runs first: the engine processes are stopped before anything joins them)."""
+    """At interpreter exit, stop every engine still open.
+
+    Registered again each time an engine starts (:func:`_run_last_registered_first`), so it runs
+    before the exit handlers vLLM registers when it builds an engine (``weakref.finalize``, which
+    stop the engine's processes but leave the client's monitor thread to clean up while the
+    interpreter finalizes: an abort, "terminate called without an active exception") and before
+    multiprocessing's, which would join the engine processes."""
     with _ENGINES_LOCK:
         engines = [e[0] for e in _ENGINES.values()]
         _ENGINES.clear()
@@ -85,6 +94,15 @@ def _shutdown_all() -> None:
             _shutdown(llm)
         except Exception:  # noqa: BLE001 - exiting anyway; one failed stop must not keep the others
             pass
+
+
+def _run_last_registered_first() -> None:
+    """(Re-)register :func:`_shutdown_all` as the newest exit handler: ``atexit`` runs the newest first."""
+    atexit.unregister(_shutdown_all)
+    atexit.register(_shutdown_all)
+
+
+_run_last_registered_first()
 
 
 # ----------------------------------------------------------------------------- logits processor
@@ -253,6 +271,7 @@ class VLLMScorer(Closing):
             with _ENGINES_LOCK:  # scorers with the same settings share one engine (a GPU holds one)
                 if key not in _ENGINES:
                     _ENGINES[key] = [LLM(model=path, tokenizer=tok_path, **kw), 0]
+                    _run_last_registered_first()  # after vLLM's own exit handlers: ours runs first
                 _ENGINES[key][1] += 1
                 self.llm_, self._key = _ENGINES[key][0], key
             self._front = fr

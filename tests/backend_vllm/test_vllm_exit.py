@@ -5,7 +5,7 @@ the ``if __name__ == "__main__":`` guard vLLM's spawned workers need, importing 
 the top: vLLM's worker re-imports the script, which once made the CPU worker fail to start),
 and asserts that the process is gone within 60 s of its last printed line: closed explicitly
 (``with Classifier(...)``: the engine's processes stop at ``close()``) and left open (the
-engines still open are stopped at interpreter exit).
+engines still open are stopped at interpreter exit, by our handler before vLLM's own).
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ def test_a_script_using_vllm_exits_by_itself(tmp_path, mode):
     ended = time.time()
     assert ended - last <= 60, f"still running {ended - last:.0f} s after its last line\n{out[-4000:]}"
     assert proc.returncode == 0, out[-4000:]
+    # our exit handler stops the engine first, in the main thread; when vLLM's own handlers did it,
+    # the client's daemon monitor thread saw the engine die and cleaned up during interpreter
+    # finalization, which aborted the process about one run in six (rc 134)
+    assert "engine core exited unexpectedly" not in out, out[-4000:]
     answer = next(ln for ln in lines if ln.startswith("ANSWER"))
     assert "positive" in answer or "negative" in answer
     assert int(next(ln for ln in lines if ln.startswith("AFTER_ONE_CLOSE")).split()[1]) >= 1
