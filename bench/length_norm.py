@@ -15,8 +15,8 @@ accuracy under each normalisation:
 Scoring is the expensive part, so each text is scored once, with ``length_norm=None``; the other
 normalisations divide those scores by `judge.compiled.length_divisors` (tests/test_compiled.py checks
 that this is what the classifier computes), and each row's figures go through the classifier's own
-public pieces (`judge.calibrated.call_calibration`, `judge.fusion.lm_offset`,
-`judge.fusion.embedder_vectors`, ``fusion_.combine``). A check on the first rows compares them with
+public pieces (`judge.calibrated.call_calibration`, `judge.experts.lm_offset`,
+`judge.experts.embedder_vectors`, ``fusion_.combine``). A check on the first rows compares them with
 ``predict_proba`` of each classifier and stops the run if they differ.
 
     python -m bench.length_norm --n 400 --json bench/results/length_norm_validation.json
@@ -54,7 +54,7 @@ def measure(dataset, n, data_dir, check_rows=4):
     from judge import datasets as ds
     from judge.calibrated import call_calibration
     from judge.compiled import length_divisors
-    from judge.fusion import embedder_vectors, lm_offset
+    from judge.experts import embedder_vectors, lm_offset
 
     y, labels, texts = gold(dataset, "validation", data_dir, n)
     names = ds.display_names(dataset, labels) or None  # as judge evaluate names them (TREC's codes spelled out)

@@ -96,7 +96,7 @@ def compose(name, split, *, n=None, per_intent=None, seed=0, data_dir=DATA):
 
 
 def _features(clf, name, split, texts, which):
-    from judge.fusion import embedder_vectors
+    from judge.experts import embedder_vectors
     from judge.multilabel import label_features
 
     key = hashlib.sha256(json.dumps([name, split, texts, which]).encode()).hexdigest()[:16]

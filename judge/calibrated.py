@@ -110,7 +110,7 @@ class CalibratedMixin:
         >>> p.shape, round(float(np.exp(p).sum()), 6)
         ((2,), 1.0)
         """
-        from judge.compiled import zero_shot_scores
+        from judge.experts import zero_shot_scores
 
         return self.compiled_.derived("label_prior", lambda: contextual_bias(
             zero_shot_scores(self, list(CONTENT_FREE), full=True)))
@@ -239,7 +239,8 @@ class CalibratedMixin:
         fusion = getattr(self, "fusion_", None)
         if scores is None and fusion is not None and fitted is None and len(texts) >= 4:
             # zero-shot fusion: its weight is refitted with this bias and temperature (out-of-fold NLL)
-            from judge.fusion import experts, fit_fusion
+            from judge.experts import experts
+            from judge.fusion import fit_fusion
 
             lm, sim = experts(self, texts)
             fusion = fit_fusion(lm, sim, yi, temperature=fusion.temperature)
@@ -247,7 +248,7 @@ class CalibratedMixin:
             if fusion.weight > 0:
                 scores = fusion.combine(lm, sim)
             else:
-                from judge.compiled import zero_shot_scores
+                from judge.experts import zero_shot_scores
 
                 scores = zero_shot_scores(self, texts)
         if scores is None:
@@ -255,7 +256,7 @@ class CalibratedMixin:
         content = None
         if resolved[0] == "contextual":
             if fusion is not None and fusion.weight > 0 and fitted is None:
-                from judge.fusion import experts
+                from judge.experts import experts
 
                 content = fusion.combine(*experts(self, content_free))
             else:
@@ -425,8 +426,8 @@ def offset_scores(clf, texts, *, states: bool = False):
     The language model's also beside an embedder: the head reads the embedder itself (its
     ``similarity`` offset and ``embed`` block), as on the validation splits its defaults were chosen on.
     ``states``: ``(scores, answer-slot states or None)``, the states read from the scoring pass where one
-    pass gives both (:func:`judge.compiled.zero_shot_scores`)."""
-    from judge.compiled import zero_shot_scores
+    pass gives both (:func:`judge.experts.zero_shot_scores`)."""
+    from judge.experts import zero_shot_scores
 
     s, H = zero_shot_scores(clf, texts, states=True) if states else (zero_shot_scores(clf, texts), None)
     if not (clf.prior in (None, "none") or len(clf.labels) < 2 or not prior_applies(clf)):

@@ -381,12 +381,12 @@ class Classifier(ClassifierMixin, Parameters, InspectionMixin, BaseEstimator, Cl
         return self._zero_shot_scores(texts)
 
     def _zero_shot_scores(self, texts) -> np.ndarray:
-        from judge.fusion import experts  # with an embedder: the LM beside it (judge.fusion)
+        from judge.experts import experts  # with an embedder: the LM beside it (judge.fusion)
 
         return self.fusion_.combine(*experts(self, texts)) if self._fused else self._run(texts).scores
 
     def _run(self, texts, search=None, cal=None):
-        from judge.compiled import options_of  # the one dispatch; the report kept
+        from judge.experts import options_of  # the one dispatch; the report kept
 
         r = self._setup().score(texts, options_of(self), search=search, cal=cal)
         if r is not None and r.report is not None:
@@ -395,11 +395,11 @@ class Classifier(ClassifierMixin, Parameters, InspectionMixin, BaseEstimator, Cl
 
     def _search(self, texts, cal, mode, eps):
         """The certified search where it applies (not after fit; fused: the argmax only, under the per-text bias of
-        :func:`judge.fusion.search_correction`): (report, the correction its scores were read under), or None."""
+        :func:`judge.experts.search_correction`): (report, the correction its scores were read under), or None."""
         if self.adaptation_ is not None or (self._fused and (mode != "argmax" or self.fusion_.weight >= 1.0)):
             return None
         if self._fused:
-            from judge.fusion import search_correction
+            from judge.experts import search_correction
 
             cal = search_correction(self, texts, cal)
         r = self._run(texts, (mode, eps), cal)

@@ -55,8 +55,7 @@ from judge.label_paths import (
 )
 from judge.prompts import DEFAULT_PROMPT, PromptTemplate
 
-__all__ = ["LabelSpec", "ScoreOptions", "Scored", "CompiledLabels", "compile_labels", "options_of", "zero_shot_scores",
-           "length_divisors"]
+__all__ = ["LabelSpec", "ScoreOptions", "Scored", "CompiledLabels", "compile_labels", "length_divisors"]
 
 
 @dataclass(frozen=True)
@@ -412,21 +411,6 @@ class CompiledLabels:
         return scores / length_divisors(self)
 
 
-def options_of(clf) -> ScoreOptions:
-    """A Classifier's run options (``batch_size``, ``pack``, ``progress``, ``batch_invariant``, the search's).
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> options_of(Classifier(["yes", "no"], batch_invariant=True)).batch_size
-    1
-    """
-    step = 1 if clf.batch_invariant else clf.batch_size
-    return ScoreOptions(batch_size=step, pack=1 if clf.batch_invariant else min(clf.pack, step),
-                        progress=clf.progress, search_budget=clf.search_budget,
-                        search_tolerance=clf.search_tolerance)
-
-
 def compile_labels(spec: LabelSpec, engine=None) -> CompiledLabels:
     """Compile a label set: the scorer set up, the prompt split and its prefix cached, the label tokens, the path.
 
@@ -538,27 +522,6 @@ def _compile_prompt(spec: LabelSpec, eng, prompt, method=None) -> CompiledLabels
         automaton = TrieAutomaton.build(surfaces, vocabulary(eng, "method='decode'"))
     return CompiledLabels(spec, eng, prefix, tail, False, names, surfaces, method, root, seqs, firsts,
                           max_tokens, spec.think, spec.think_tokens, automaton=automaton, option_trie=trie)
-
-
-def zero_shot_scores(clf, texts, *, full: bool = False, states: bool = False):
-    """``clf``'s language-model label log-probabilities by its path, before any ``fit`` or fusion: (n, K).
-
-    ``clf`` is a :class:`judge.Classifier`: its compiled set scores with its run options
-    (:func:`options_of`). The certified search's report, where one ran, is not kept here
-    (``Classifier.decision_function`` keeps it in ``search_report_``). ``full``: every label
-    scored exactly on the ``search`` path too (:meth:`CompiledLabels.score`). ``states``: return
-    ``(scores, answer-slot states or None)``, the states from the same pass where one gives both.
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> from judge.testing import tiny_pair
-    >>> model, tok = tiny_pair()
-    >>> zero_shot_scores(Classifier(["yes", "no"], model, tokenizer=tok), ["Is it?"]).shape
-    (1, 2)
-    """
-    r = clf.compiled_.score(texts, options_of(clf), full=full, states=states)
-    return (r.scores, r.states) if states else r.scores
 
 
 def length_divisors(c: CompiledLabels) -> np.ndarray:

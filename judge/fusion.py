@@ -15,7 +15,11 @@ and temperature that ``Classifier.calibrate`` fits on top (``Classifier(embedder
 does this). The two experts read different things (the LM reads the text as a prompt; the
 embedder matches meanings), so fusion helps most where neither dominates.
 
-What it deliberately does not do: score labels (the engine does) or embed (judge.encoders does).
+Arrays in, arrays out: what a `judge.Classifier`'s two experts give for its texts is read off
+the classifier by :mod:`judge.experts`.
+
+What it deliberately does not do: score labels (the engine does), embed (judge.encoders does) or
+read a Classifier (judge.experts does).
 """
 
 from __future__ import annotations
@@ -24,9 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Fusion", "DEFAULT_FUSION", "FUSION_WEIGHTS", "label_texts", "label_similarity", "fit_fusion", "experts",
-           "initial_fusion", "embedder_in_use", "expert_inputs", "lm_offset", "embedder_vectors", "SearchCorrection",
-           "search_correction", "is_fused"]
+__all__ = ["Fusion", "DEFAULT_FUSION", "FUSION_WEIGHTS", "label_texts", "label_similarity", "fit_fusion",
+           "initial_fusion", "embedder_in_use", "is_fused"]
 
 #: The weights :func:`fit_fusion` chooses from.
 FUSION_WEIGHTS = tuple(round(w, 2) for w in np.linspace(0.0, 1.0, 11))
@@ -288,119 +291,3 @@ def fit_fusion(lm, similarity, y, *, temperature=None, weights=FUSION_WEIGHTS, f
         nll.append(total / len(y))
     best = int(np.argmin(np.round(nll, 10)))
     return Fusion(float(weights[best]), tau)
-
-
-def expert_inputs(clf, texts, *, adapted=True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What the two experts read, for ``texts``: (lm (n, K), text vectors (n, d), label vectors (K, d)), unit rows.
-
-    ``lm``: the exact label log-probabilities after the label-free contextual prior at
-    ``AUTO_PRIOR_STRENGTH`` (scored once per label set, cached with the compiled labels); the
-    label vectors: the embedder's vectors of :func:`label_texts` (cached likewise), or, with
-    ``adapted`` and after ``Classifier.adapt``, the moved ones (:mod:`judge.transductive`).
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> from judge.testing import tiny_pair
-    >>> model, tok = tiny_pair()
-    >>> lm, X, L = expert_inputs(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"])
-    >>> lm.shape, X.shape, L.shape
-    ((1, 2), (1, 384), (2, 384))
-    """
-    from judge.compiled import zero_shot_scores
-
-    texts = list(texts)
-    X, L = embedder_vectors(clf, texts, adapted=adapted)
-    return zero_shot_scores(clf, texts) - lm_offset(clf), X, L
-
-
-def lm_offset(clf) -> np.ndarray:
-    """What the LM's raw scores lose before the fusion: its contextual prior at ``AUTO_PRIOR_STRENGTH``, (K,).
-
-    Labels the prior's inputs never reached get the mean of the others (as ``Classifier(prior="auto")``).
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> from judge.testing import tiny_pair
-    >>> model, tok = tiny_pair()
-    >>> lm_offset(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm")).shape
-    (2,)
-    """
-    from judge.calibration.bias import AUTO_PRIOR_STRENGTH
-
-    p = clf.zero_shot_prior()
-    return AUTO_PRIOR_STRENGTH * np.where(np.isfinite(p), p, np.nanmean(np.where(np.isfinite(p), p, np.nan)))
-
-
-def embedder_vectors(clf, texts, *, adapted=True) -> tuple[np.ndarray, np.ndarray]:
-    """The embedder's unit vectors of ``texts`` (n, d) and of the labels (K, d) (moved ones after ``adapt``).
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> from judge.testing import tiny_pair
-    >>> model, tok = tiny_pair()
-    >>> X, L = embedder_vectors(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"])
-    >>> X.shape, L.shape
-    ((1, 384), (2, 384))
-    """
-    from judge._math import unit_rows as unit
-    from judge.encoders import get_encoder
-
-    texts = list(texts)
-    enc = get_encoder(clf.embedder_)
-    tr = getattr(clf, "transduction_", None)
-    L = tr.label_vectors if adapted and tr is not None else clf.compiled_.derived("label_vectors", lambda: unit(
-        enc(label_texts(clf.labels, clf.label_names, clf.descriptions))))
-    return (unit(enc(texts)) if texts else np.zeros((0, L.shape[1]))), L
-
-
-@dataclass(frozen=True)
-class SearchCorrection:
-    """What the certified search corrects the LM's scores by: ``bias`` (K,) or (n, K), ``temperature`` or None.
-
-    Examples
-    --------
-    >>> SearchCorrection(np.zeros((1, 2))).temperature is None
-    True
-    """
-
-    bias: np.ndarray
-    temperature: float | None = None
-
-
-def search_correction(clf, texts, cal=None) -> SearchCorrection:
-    """The per-text bias that makes the certified search prove a fused classifier's answer (its ``predict``).
-
-    ``cal``: the classifier's calibration (its bias applies to the fused scores), or None.
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> from judge.testing import tiny_pair
-    >>> model, tok = tiny_pair()
-    >>> search_correction(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"]).bias.shape
-    (1, 2)
-    """
-    X, L = embedder_vectors(clf, texts)
-    return SearchCorrection(clf.fusion_.argmax_bias(lm_offset(clf), X @ L.T, None if cal is None else cal.bias))
-
-
-def experts(clf, texts) -> tuple[np.ndarray, np.ndarray]:
-    """The two experts of a `judge.Classifier` with an ``embedder``, for ``texts``: (lm, similarity), each (n, K).
-
-    ``lm`` and the vectors: :func:`expert_inputs`; ``similarity``: the texts' cosine similarities to
-    the labels' vectors.
-
-    Examples
-    --------
-    >>> from judge import Classifier
-    >>> from judge.testing import tiny_pair
-    >>> model, tok = tiny_pair()
-    >>> lm, sim = experts(Classifier(["yes", "no"], model, tokenizer=tok, embedder="minilm"), ["Is it?"])
-    >>> lm.shape, sim.shape
-    ((1, 2), (1, 2))
-    """
-    lm, X, L = expert_inputs(clf, texts)
-    return lm, X @ L.T

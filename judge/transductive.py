@@ -48,7 +48,7 @@ def refine_label_vectors(lm, X, L, fusion, *, rounds=DEFAULT_ROUNDS, step=DEFAUL
     Parameters
     ----------
     lm : ndarray of shape (n, K)
-        The language model's label log-scores (:func:`judge.fusion.experts`).
+        The language model's label log-scores (:func:`judge.experts.experts`).
     X : ndarray of shape (n, d)
         The texts' embeddings (normalised here).
     L : ndarray of shape (K, d)
@@ -173,7 +173,7 @@ class TransductiveMixin:
 
 def _refined(clf, texts, rounds=DEFAULT_ROUNDS, step=DEFAULT_STEP):
     """(lm, X, moved label vectors) for ``texts``, from the labels' own vectors."""
-    from judge.fusion import expert_inputs
+    from judge.experts import expert_inputs
 
     lm, X, L = expert_inputs(clf, texts, adapted=False)
     return lm, X, refine_label_vectors(lm, X, L, clf.fusion_, rounds=rounds, step=step)

@@ -232,7 +232,8 @@ def test_fusion_weight_recovers_the_planted_expert():
 
 def test_calibrate_with_an_embedder_equals_the_reference_fit(pair):
     from judge.calibration.state import fit_resolved, resolve_bias
-    from judge.fusion import DEFAULT_FUSION, experts, fit_fusion
+    from judge.experts import experts
+    from judge.fusion import DEFAULT_FUSION, fit_fusion
 
     model, tok = pair
     clf = Classifier(LABELS, model, tokenizer=tok, method="exact", embedder="minilm")

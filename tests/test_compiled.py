@@ -234,25 +234,6 @@ def test_a_progress_bar_is_drawn_only_when_asked_for(pair, capsys, progress, sho
     assert ("scoring" in capsys.readouterr().err) == shown
 
 
-def test_zero_shot_scores_use_the_classifiers_run_options_and_search_unless_full(pair):
-    """zero_shot_scores scores with the classifier's run options (here its search tolerance) on its own path (the
-    search: labels outside the tolerance -inf), and every label exactly with ``full=True`` (the prior's input)."""
-    from judge.compiled import zero_shot_scores
-    from judge.testing import icd_codes
-
-    model, tok = pair
-    labels = icd_codes(60, 3)
-    loose = Classifier(labels, model, tokenizer=tok, method="search", search_tolerance=0.5)
-    tight = Classifier(labels, model, tokenizer=tok, method="search", search_tolerance=1e-6)
-    a, b = zero_shot_scores(loose, TEXTS), zero_shot_scores(tight, TEXTS)
-    assert np.isneginf(a).any() and np.isfinite(b).sum() > np.isfinite(a).sum()  # each its own tolerance
-    np.testing.assert_array_equal(a, loose.decision_function(TEXTS))
-    full = zero_shot_scores(loose, TEXTS, full=True)
-    exact = Classifier(labels, model, tokenizer=tok, method="exact").decision_function(TEXTS)
-    assert np.isfinite(full).all()
-    np.testing.assert_allclose(full, exact, atol=1e-5)
-
-
 NORM_LABELS = ["card_arrival", "pin", "café_crème_refund"]  # lengths differ; non-ASCII: bytes are not characters
 
 

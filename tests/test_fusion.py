@@ -250,7 +250,7 @@ def test_calibrate_fits_the_weight_for_another_model_and_predict_reads_what_it_f
     assert clf.fusion_.weight > 0  # the packaged embedder reads these texts, the random LM does not
     s = clf.decision_function(TEXTS)
     np.testing.assert_allclose(clf.predict_proba(TEXTS), clf.calibration_.transform(s))
-    from judge.fusion import experts
+    from judge.experts import experts
 
     np.testing.assert_allclose(s, clf.fusion_.combine(*experts(clf, TEXTS)))
 
@@ -279,23 +279,8 @@ def test_fit_head_offsets_are_the_lm_scores_beside_an_embedder(pair):
     np.testing.assert_array_equal(offset_scores(raw, TEXTS), raw.decision_function(TEXTS))
 
 
-def test_the_fused_scores_are_the_experts_bit_for_bit_with_no_prior_on_top(pair):
-    from scipy.special import softmax
-
-    from judge.encoders import get_encoder
-    from judge.fusion import experts, label_similarity, label_texts
-
-    model, tok = pair
-    clf = Classifier(LABELS, model, tokenizer=tok, embedder="minilm")
-    lm, sim = experts(clf, TEXTS)
-    enc = get_encoder("minilm")
-    np.testing.assert_array_equal(sim, label_similarity(enc, TEXTS, enc(label_texts(LABELS))))  # float64 throughout
-    assert clf.prior_for(len(TEXTS)) is None  # the fusion divides the LM's prior out itself
-    np.testing.assert_allclose(clf.predict_proba(TEXTS), softmax(DEFAULT_FUSION.combine(lm, sim), axis=1), atol=1e-12)
-
-
 def test_adapt_keeps_its_settings_and_the_vectors_they_give(pair):
-    from judge.fusion import expert_inputs
+    from judge.experts import expert_inputs
 
     model, tok = pair
     clf = Classifier(["label 0", "label 1", "label 2"], model, tokenizer=tok, embedder=Clusters(), label_names="raw")
@@ -311,7 +296,7 @@ def test_adapt_keeps_its_settings_and_the_vectors_they_give(pair):
 
 def test_a_fused_calibration_is_fitted_on_the_fused_scores_and_their_content_free_prior(pair):
     from judge.calibration import CONTENT_FREE, contextual_bias
-    from judge.fusion import experts
+    from judge.experts import experts
 
     model, tok = pair
     clf = Classifier(LABELS, model, tokenizer=tok)  # another model: weight 0 until calibrate refits it

@@ -120,8 +120,7 @@ def label_features(clf, texts, *, which=FEATURES, progress=None) -> np.ndarray:
     """
     from scipy.special import log_softmax
 
-    from judge.compiled import zero_shot_scores
-    from judge.fusion import embedder_vectors, lm_offset
+    from judge.experts import embedder_vectors, lm_offset, zero_shot_scores
 
     texts = list(texts)
     n, K = len(texts), len(clf.labels)
@@ -190,7 +189,7 @@ def features_for(clf, texts, *, which=None, progress=None) -> np.ndarray:
 
 
 def _head_inputs(clf, texts, z) -> np.ndarray:
-    from judge.fusion import embedder_vectors
+    from judge.experts import embedder_vectors
 
     if clf.embedder_ is None:
         return z
