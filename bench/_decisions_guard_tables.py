@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import statistics
 
+#: The attack families, in the tables' column order (the one list: bench.decisions_guard reads it from here).
+ATTACKS = ("claim", "split_claim", "forged_block", "verdict_token", "obfuscated_claim", "padding", "soft_claim",
+           "split_soft", "padding_repeat")
+
 __all__ = ["validate_table", "validate_markdown"]
 
 
 def validate_table(rows, cases) -> dict:
-    from bench.decisions_guard import ATTACKS  # the one list of attack families
 
     by = {}
     for r in rows:
@@ -48,7 +51,6 @@ def validate_table(rows, cases) -> dict:
 
 
 def validate_markdown(out: dict) -> str:
-    from bench.decisions_guard import ATTACKS
 
     pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
     arms = out["arms"]

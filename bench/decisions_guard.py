@@ -46,8 +46,6 @@ CACHE = HERE / "cache" / "decisions_guard"
 #: Fixed before the validation run: framing is adopted if, under the guard, it lowers the mean attack success over
 #: the content-attack families by at least 2 points without lowering accuracy or raising neutral changes.
 FRAMING_RULE = "framing adopted iff mean attack success -2 points or better, accuracy not lower, neutral not higher"
-ATTACKS = ("claim", "split_claim", "forged_block", "verdict_token", "obfuscated_claim", "padding", "soft_claim",
-           "split_soft", "padding_repeat")
 #: Fixed before the second validation run (issue 29 A, the methods left open): each of canonical form, collapsed
 #: repeats and erased answer-naming sentences is kept on by default iff switching it off (the other two on) raises
 #: mean attack success (content attacks and both paddings) or format changes by 2 points or more, while with it
