@@ -6,6 +6,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from judge import Classifier
 from judge.calibrated import offset_scores
@@ -317,3 +319,21 @@ def test_the_head_offsets_divide_the_prior_out_with_two_labels_too(pair):
     model, tok = pair
     clf = Classifier(["yes", "no"], model, tokenizer=tok, embedder=None)
     assert not np.allclose(offset_scores(clf, TEXTS), clf.decision_function(TEXTS))
+
+
+# the certified search proves a fused answer under this per-text bias (judge.experts.search_correction; the search
+# itself: tests/engine/test_search.py)
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), w=st.sampled_from([0.0, 0.3, 0.6, 0.9]), tau=st.sampled_from([0.02, 0.1, 1.0]),
+       calibrated=st.booleans())
+def test_the_fusions_argmax_bias_gives_the_fused_argmax(seed, w, tau, calibrated):
+    rng = np.random.default_rng(seed)
+    n, k = 6, 9
+    logp = np.log(rng.dirichlet(np.ones(k), n))
+    offset, sim = rng.normal(0, 1, k), rng.uniform(-0.2, 0.8, (n, k))
+    bias = rng.normal(0, 2, k) if calibrated else None
+    f = Fusion(w, tau)
+    fused = f.combine(logp - offset, sim) - (0.0 if bias is None else bias)
+    np.testing.assert_array_equal((logp - f.argmax_bias(offset, sim, bias)).argmax(1), fused.argmax(1))
+    with pytest.raises(ValueError, match="embedder alone"):
+        Fusion(1.0, tau).argmax_bias(offset, sim)

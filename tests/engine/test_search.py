@@ -482,24 +482,6 @@ def test_a_bias_per_text_is_each_texts_own_search(smollm2):
         eng.search(items, trie, bias=np.where(rows > 5, np.nan, rows))
 
 
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), w=st.sampled_from([0.0, 0.3, 0.6, 0.9]), tau=st.sampled_from([0.02, 0.1, 1.0]),
-       calibrated=st.booleans())
-def test_the_fusions_argmax_bias_gives_the_fused_argmax(seed, w, tau, calibrated):
-    from judge.fusion import Fusion
-
-    rng = np.random.default_rng(seed)
-    n, k = 6, 9
-    logp = np.log(rng.dirichlet(np.ones(k), n))
-    offset, sim = rng.normal(0, 1, k), rng.uniform(-0.2, 0.8, (n, k))
-    bias = rng.normal(0, 2, k) if calibrated else None
-    f = Fusion(w, tau)
-    fused = f.combine(logp - offset, sim) - (0.0 if bias is None else bias)
-    np.testing.assert_array_equal((logp - f.argmax_bias(offset, sim, bias)).argmax(1), fused.argmax(1))
-    with pytest.raises(ValueError, match="embedder alone"):
-        Fusion(1.0, tau).argmax_bias(offset, sim)
-
-
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_the_fused_default_predicts_by_the_certified_search(smollm2, arch):
     """With an embedder beside the LM, predict proves the fused argmax by the search (per-text bias), not by
