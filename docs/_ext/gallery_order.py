@@ -11,6 +11,7 @@ from pathlib import Path
 ORDER = (
     "plot_your_own_labels.py",  # zero-shot -> calibrated -> abstaining, on docs/tickets.csv
     "plot_conformal.py",  # conformal sets against alpha, the same tickets
+    "plot_multilabel.py",  # a list of labels per ticket, zero-shot and after fit, the same tickets
     "plot_zero_shot.py",  # what each zero-shot ingredient adds (results file)
     "plot_learning_curve.py",  # fit beside MiniLM + LR and TF-IDF + LR (results files)
     "plot_cascade.py",  # a cascade's accuracy against cost (results files)
