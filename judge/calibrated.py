@@ -159,8 +159,8 @@ class CalibratedMixin:
             (L2 strength ``bias_l2``; ``fit`` alone starts from no prior);
             ``cv``: ``batch+fit`` at the L2 of lowest out-of-fold NLL on these
             texts, or no bias at all (temperature alone) where that is lower;
-            ``auto``: :data:`judge.calibration.state.AUTO_BIAS` (chosen on the validation splits, see
-            the README), after :meth:`fit` :data:`judge.calibration.state.AUTO_BIAS_AFTER_FIT` where
+            ``auto``: :data:`judge.calibration.state.AUTO_BIAS` (chosen on the validation splits,
+            :doc:`/benchmarks/accuracy`), after :meth:`fit` :data:`judge.calibration.state.AUTO_BIAS_AFTER_FIT` where
             it names the fitted kind; none on the ``decode`` path.
         temperature : bool
         target_accuracy, coverage : float in (0, 1), optional

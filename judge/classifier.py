@@ -75,11 +75,11 @@ class Classifier(ClassifierMixin, Parameters, InspectionMixin, BaseEstimator, Cl
         ``auto``: ``search`` above ``decode_above`` labels, else ``first_token``
         when every label is a single token (then it equals ``exact``), else
         ``exact`` (chosen on validation: exact beat first-token by 4.2 points where
-        labels have several tokens; see the README).
+        labels have several tokens; :doc:`/benchmarks/accuracy`).
     prompt : PromptTemplate or str, optional
         A string is a completion template with ``{text}`` (and ``{labels}``).
         Default :data:`judge.prompts.DEFAULT_PROMPT`: a completion prompt
-        that does not list the labels (chosen on validation; see the README).
+        that does not list the labels (chosen on validation; :doc:`/benchmarks/accuracy`).
     label_names : None, "natural", "raw", dict or list
         What the model writes for each label (default: ``card_arrival`` ->
         ``card arrival``); predictions always map back to ``labels``.
@@ -127,7 +127,7 @@ class Classifier(ClassifierMixin, Parameters, InspectionMixin, BaseEstimator, Cl
         states), any encoder of :mod:`judge.encoders`, a list of them (similarities averaged) or a
         mapping of them to weights (``{"tfidf": 0.25, "minilm": 0.75}`` ranked best on ICD-10-CM
         validation, at about 20 CPU minutes to embed 74,719 titles once):
-        :meth:`judge.compiled.CompiledLabels.shortlist`, README. Saved with the classifier when it is made of names.
+        :meth:`judge.compiled.CompiledLabels.shortlist`, :doc:`/benchmarks/huge_k`. Saved with the classifier when it is made of names.
     prior : {"auto", "contextual", "batch", None}
         The label-free correction applied before :meth:`calibrate` or :meth:`fit` (which replace it):
         the model's preference for some labels whatever the text, divided out without labels
@@ -137,7 +137,7 @@ class Classifier(ClassifierMixin, Parameters, InspectionMixin, BaseEstimator, Cl
         A sentence embedder beside the language model: the labels' exact scores are fused with the
         text-label similarity (:mod:`judge.fusion`; ``fusion_`` holds the weights, refitted by
         :meth:`calibrate`). ``"auto"`` (default): the packaged all-MiniLM-L6-v2 beside the packaged LM
-        (14-20 points above the LM alone zero-shot, README); beside any other model at weight 0 (the
+        (14-20 points above the LM alone zero-shot, :doc:`/baselines`); beside any other model at weight 0 (the
         LM alone) until :meth:`calibrate` fits the weight; none on the paths that score some labels
         only, nor without the ``embed`` extra (with a notice): :func:`judge.fusion.initial_fusion`.
         None: the LM alone; a name (``"minilm"``) or encoder: fused on any model.

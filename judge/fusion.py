@@ -9,7 +9,7 @@ described). :class:`Fusion` combines them as a weighted mean of log-distribution
     log p  =  (1 - w) * log_softmax(lm)  +  w * log_softmax(similarity / tau)   (renormalised)
 
 with ``(w, tau)`` = :data:`DEFAULT_FUSION`, chosen label-free on validation splits (each dataset's
-figure read with weights chosen on the *other* datasets; bench/fusion.py, README). With labelled
+figure read with weights chosen on the *other* datasets; bench/fusion.py, :doc:`/baselines`). With labelled
 texts, :func:`fit_fusion` chooses ``w`` by out-of-fold negative log-likelihood with the label bias
 and temperature that ``Classifier.calibrate`` fits on top (``Classifier(embedder=...).calibrate``
 does this). The two experts read different things (the LM reads the text as a prompt; the
@@ -121,7 +121,7 @@ class Fusion:
         return b if bias is None else b + np.asarray(bias, np.float64)[None, :] / (1.0 - w)
 
 
-#: The label-free default: chosen on the four validation splits (bench/fusion.py select, README).
+#: The label-free default: chosen on the four validation splits (bench/fusion.py select, :doc:`/baselines`).
 DEFAULT_FUSION = Fusion(0.6, 0.02)
 
 

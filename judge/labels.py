@@ -298,7 +298,7 @@ def check_label_count(labels) -> None:
 #: What the model writes for a label with a description (``Classifier({label: description}, describe=...)``).
 DESCRIBE = ("auto", "name", "description", "both")
 #: ``describe="auto"``: chosen on the validation splits (bench/descriptions.py select, 64 texts each; mean accuracy
-#: of the model, uncalibrated: names 44.9%, descriptions 43.4%, both 38.3%; see the README).
+#: of the model, uncalibrated: names 44.9%, descriptions 43.4%, both 38.3%; :doc:`/baselines`).
 AUTO_DESCRIBE = "name"
 
 
@@ -331,7 +331,7 @@ def natural_label(label: str, *, lower_first: bool = True) -> str:
     Underscores become spaces, and a capitalised first word is lower-cased
     (``Refund_not_showing_up`` -> ``refund not showing up``): in a sorted list
     a lone capitalised label sorts first and small models over-pick the first
-    label (measured on the validation splits, see the README). Acronyms and
+    label (measured on the validation splits, :doc:`/benchmarks/accuracy`). Acronyms and
     other mixed-case words are kept.
 
     Examples

@@ -308,7 +308,7 @@ def encode_pieces(tokenizer, pieces, *, add_special_tokens=False) -> list[int]:
 
 
 #: The prompt ``Classifier`` uses when none is given, chosen on the four validation splits
-#: (bench/accuracy.py select; the README's table): the completion prompt, labels not listed.
+#: (bench/accuracy.py select; :doc:`/benchmarks/accuracy`): the completion prompt, labels not listed.
 #: With SmolLM2-135M it beat the chat template with the list by 6 points of mean accuracy
 #: (0.460 vs 0.398, batch+fit bias); the list confuses the small model more than it helps.
 #: ``PromptTemplate()`` (chat template where the tokenizer has one, labels listed) is still there.

@@ -12,7 +12,7 @@ scores stay as they are; only the embedder's side moves.
 ``Classifier.adapt(texts)`` keeps the moved vectors (``transduction_``, saved with the classifier)
 for every later call. Chosen on validation splits (bench/zero_shot.py): the rounds and step of
 :data:`DEFAULT_ROUNDS` / :data:`DEFAULT_STEP`; a pseudo-labelled logistic head (self-training) was
-tried beside it and measured lower (README).
+tried beside it and measured lower (:doc:`/baselines`).
 
 What it deliberately does not do: read labels, or change the language model's scores.
 """

@@ -15,7 +15,7 @@ Methods and their options (``Classifier.fit(texts, y, method=..., **options)``):
            the sentence embedder), e.g. ``"hidden+embed+similarity"``; or ``"auto"`` (the
            default): the set of lowest cross-validated NLL on the training texts among
            :func:`auto_candidates` (the sets and the cut of the ``scores`` offset at
-           :data:`AUTO_OFFSET_PER_CLASS` texts per class chosen on validation, see the README);
+           :data:`AUTO_OFFSET_PER_CLASS` texts per class chosen on validation, :doc:`/baselines`);
            ``embedder`` (None: the classifier's, else the packaged all-MiniLM-L6-v2 where
            sentence-transformers is installed; False: none), ``l2`` (None: cross-validated),
            ``cv`` (5; 3 above 2,000 texts), ``scores`` / ``states`` (computed already: an array

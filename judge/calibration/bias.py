@@ -36,7 +36,7 @@ __all__ = ["CONTENT_FREE", "AUTO_PRIOR_STRENGTH", "contextual_bias", "batch_bias
 #: label-free correction (``Classifier(prior=...)``) and the decisions' content-free states.
 CONTENT_FREE = ("N/A", "", "[MASK]")
 #: ``Classifier(prior="auto")``: the contextual prior divided out at this strength (``s - strength * prior``),
-#: chosen on the four validation splits (bench/priors.py select; see the README).
+#: chosen on the four validation splits (bench/priors.py select; :doc:`/baselines`).
 AUTO_PRIOR_STRENGTH = 0.75
 
 

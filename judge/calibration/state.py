@@ -29,7 +29,7 @@ BIASES = ("auto", "contextual", "batch", "contextual+fit", "batch+fit", "fit", "
 #: select): the batch prior, then a residual bias fitted jointly with the temperature (L2 1.0).
 AUTO_BIAS = "batch+fit"
 #: What ``calibrate(bias="auto")`` fits after ``fit``, by the fitted kind where it differs from
-#: :data:`AUTO_BIAS`; chosen on validation by bench/learning_curve.py select (README, "Fit").
+#: :data:`AUTO_BIAS`; chosen on validation by bench/learning_curve.py select (:doc:`/baselines`, "fit").
 #: After a head: ``cv`` (batch+fit or no bias, by out-of-fold NLL on the calibration texts), which had the
 #: highest mean cross-fitted validation accuracy (60.5% against 60.0% for batch+fit and 54.1% for the
 #: temperature alone, 33 points of five datasets): batch+fit cost the head 4.7-7.5 points at 64 per class on

@@ -88,7 +88,7 @@ class Decider(FixedAfterInit, Closing):
         The label-free bias correction (the module docstring). ``"contextual"`` is the
         default because its answers never depend on other requests (the contract's
         isolation), not because it won on measured data: on validation a running prior
-        kept answers more varied (bench/decisions_quality.py select; the README).
+        kept answers more varied (bench/decisions_quality.py select; :doc:`/decisions_design`).
     warm_up : int
         With ``bias="running"``: distinct states a question shape must have been
         asked about before their mean answer distribution replaces its content-free

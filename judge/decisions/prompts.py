@@ -125,7 +125,7 @@ class PromptStyle:
 
 #: The styles `judge.decisions.Decider` uses unless told otherwise, per question type, chosen on validation data
 #: (``bench/decisions_quality.py select``: sys1bench's five generators with framings at seed 7001, 24 items each,
-#: and the four classification datasets' validation splits; bench/results/decisions_select.json and the README).
+#: and the four classification datasets' validation splits; bench/results/decisions_select.json and :doc:`/decisions_design`).
 #: The rule fixed beforehand: under the default bias ("contextual"), the highest mean accuracy over the type's
 #: questions. Yes/no and score follow it. For choice it named chat + listed options (0.283 against 0.258 on the
 #: five questions every variant had, 3 answers of 120), but that variant lost on the one dataset both had

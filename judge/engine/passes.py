@@ -18,7 +18,7 @@ path, so a split changes scores by float rounding only (tested against one row).
 
 :func:`tree_pass` runs one pass (the tree mask from :mod:`judge.engine.masks`, one forward,
 float64 normalisation); :func:`memory_bound` is the peak memory of any call as a formula of
-the settings and the model's shape (documented in the README, checked by a test).
+the settings and the model's shape (documented in :doc:`/serving`, checked by a test).
 
 What it deliberately does not do: tokenize, cache roots (the engine does), or choose the
 fallback path.
