@@ -106,7 +106,11 @@ def test_gpu_dry_run_writes_every_section(tmp_path):
                                                "exact_bf16"}
     assert all(r["texts_per_s"] > 0 for r in rows.values())
     assert rows["certified@1"]["certified"] == 1.0 and rows["certified@1"]["tokens_fed_per_text"] > 0
-    assert took < 180, f"the dry run took {took:.0f} s (CI's budget for it: about a minute on a quiet machine)"
+    # the vLLM section runs only where .venv-vllm exists (a developer's machine; CI's main job runs before it is
+    # built): its own subprocess's seconds are not the dry run's budget
+    vllm_s = 0.0 if "skipped" in rec["vllm"] else rec["seconds"]["vllm"]
+    assert took - vllm_s < 180, (f"the dry run took {took:.0f} s, {vllm_s:.0f} s of it in the vLLM section (CI's "
+                                 f"budget for the rest: about a minute on a quiet machine)")
 
 
 def test_token_classes(tmp_path):
