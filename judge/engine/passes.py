@@ -26,6 +26,7 @@ fallback path.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,7 +35,7 @@ from judge.engine.forest import build_rows, common_prefix
 from judge.engine.masks import native_gqa, tree_masks
 
 __all__ = ["Pass", "plan_passes", "tree_pass", "memory_bound", "model_context", "default_max_logits",
-           "DEFAULT_MAX_BATCH_TOKENS", "self_check_probe"]
+           "DEFAULT_MAX_BATCH_TOKENS", "self_check_probe", "keep_mode", "read_logits"]
 
 #: Tokens per scoring call and per forward pass unless told otherwise: the engine's, the server's jobs and
 #: ``judge serve --max-batch-tokens`` (one number, written once; it bounds memory: :func:`memory_bound`).
@@ -226,8 +227,82 @@ def _close(root, units) -> Pass:
     return Pass(root, [u.pieces for u in units], B * (len(root) + units[0].n), B * max(u.reads for u in units), units)
 
 
-def _logits_of(out):
-    return out.logits
+_KEEP_MODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its keep_mode
+
+
+def keep_mode(model) -> str:
+    """How ``model``'s forward takes a per-row ``logits_to_keep`` of shape (B, P): ``"rows"``, ``"union"`` or ``"all"``.
+
+    ``"rows"``: it keeps row b's own positions (transformers' ``slice_logits_to_keep``, 5.20 and
+    later). ``"union"``: it indexes every row by the whole tensor (``hidden[:, keep]``, a (B, B, P)
+    result: transformers 5.19 and earlier, vLLM's pin), so the positions are passed as one 1-D
+    set and gathered per row. ``"all"``: it ignores or refuses the argument, so every position's
+    logits are computed and gathered. Probed once per model by a 3-token forward of two rows.
+
+    Examples
+    --------
+    >>> from judge.testing import tiny_pair
+    >>> keep_mode(tiny_pair()[0]) in ("rows", "union", "all")
+    True
+    """
+    mode = _KEEP_MODES.get(model)
+    if mode is None:
+        import torch
+
+        x = torch.tensor([[0, 1, 2], [2, 1, 0]], device=model.device)
+        keep = torch.tensor([[0], [2]], device=model.device)
+        try:
+            with torch.inference_mode():
+                shape = tuple(model(input_ids=x, attention_mask=torch.ones_like(x), logits_to_keep=keep,
+                                    use_cache=False).logits.shape[:-1])
+        except (TypeError, IndexError, ValueError, RuntimeError):  # a forward that refuses a (B, P) tensor there
+            shape = None
+        mode = "rows" if shape == (2, 1) else "union" if shape == (2, 2, 1) else "all"
+        _KEEP_MODES[model] = mode
+    return mode
+
+
+def read_logits(model, keep, **inputs):
+    """``model(**inputs)`` with the logits of row b kept at positions ``keep[b]`` only, on any transformers.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+    keep : torch.Tensor of int64, shape (B, P)
+        Positions per row (a row with fewer reads repeats its last).
+    **inputs
+        The forward's other arguments.
+
+    Returns
+    -------
+    out : the model's output
+    logits : torch.Tensor, shape (B, P, V)
+        ``logits[b, j]`` is row b's next-token logits at position ``keep[b, j]``, however the
+        installed transformers takes ``logits_to_keep`` (:func:`keep_mode`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from judge.testing import tiny_pair
+    >>> model = tiny_pair()[0]
+    >>> ids = torch.tensor([[5, 6, 7], [7, 6, 5]])
+    >>> _, got = read_logits(model, torch.tensor([[2, 0], [1, 1]]), input_ids=ids)
+    >>> full = model(input_ids=ids).logits
+    >>> tuple(got.shape[:2]), bool(torch.allclose(got[0, 0], full[0, 2], atol=1e-5)), bool(torch.allclose(got[1, 1], full[1, 1], atol=1e-5))
+    ((2, 2), True, True)
+    """
+    import torch
+
+    mode = keep_mode(model)
+    if mode == "rows":
+        out = model(logits_to_keep=keep, **inputs)
+        return out, out.logits
+    if mode == "union":
+        wanted, at = torch.unique(keep, sorted=True, return_inverse=True)
+        out = model(logits_to_keep=wanted, **inputs)
+    else:
+        out, at = model(**inputs), keep
+    return out, torch.take_along_dim(out.logits, at[..., None], dim=1)
 
 
 def _lse(logits):
@@ -297,6 +372,10 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False, states: b
     root_ids, kv = rid
     R = len(root_ids) if kv is not None else 0
     rows = build_rows(items, root_ids if kv is not None else ())
+    if len(rows) > 1 and keep_mode(model) != "rows":
+        # this transformers cannot keep logits per row: a batch would compute B times the logit rows the
+        # memory bound counts, so each row gets its own pass (the same scores, float rounding aside)
+        return _row_by_row(model, mask_plan, dtype, rid, items, rows, grad, states)
     fed = [row.fed_nodes() for row in rows]
     B, N = len(rows), max(len(f) for f in fed)
     dev = model.device
@@ -327,13 +406,13 @@ def tree_pass(model, mask_plan, dtype, rid, items, grad: bool = False, states: b
     mode = contextlib.nullcontext() if grad else torch.inference_mode()
     with mode, native_gqa(dev):
         try:
-            out = model(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos.to(dev), use_cache=not grad,
-                        logits_to_keep=keep.to(dev), **{cache_keyword(model): cache})
+            out, logits = read_logits(model, keep.to(dev), input_ids=ids.to(dev), attention_mask=mask,
+                                      position_ids=pos.to(dev), use_cache=not grad, **{cache_keyword(model): cache})
         finally:
             if hook is not None:
                 hook.remove()
         del mask, cache
-        logits = _logits_of(out).reshape(B, P, -1)
+        logits = logits.reshape(B, P, -1)
         del out
         results = [None] * len(items)
         for b, row in enumerate(rows):
@@ -391,6 +470,22 @@ def self_check_probe(mask_plan, special, n_vocab: int) -> tuple[list, list, int 
              Item(root[: n_root // 2] + toks[n_root + 11:n_root + 20], opts, group=1),
              Item(root + toks[n_root + 20:n_root + 22], opts, group=0)]
     return root, items, w
+
+
+def _row_by_row(model, mask_plan, dtype, rid, items, rows, grad, states) -> tuple:
+    """:func:`tree_pass` over ``rows`` one row at a time (a row: the items of one group), results in item order."""
+    results, fed, hidden = [None] * len(items), 0, None
+    for row in rows:
+        q = sorted({slot.query for slot in row.slots})
+        got = tree_pass(model, mask_plan, dtype, rid, [items[i] for i in q], grad, states)
+        for j, i in enumerate(q):
+            results[i] = got[0][j]
+        fed += got[1]
+        if states:
+            if hidden is None:
+                hidden = np.full((len(items), got[2].shape[1]), np.nan)
+            hidden[q] = got[2]
+    return (results, fed, hidden) if states else (results, fed)
 
 
 def _answer_slot_hook(model, slots, captured: list):

@@ -37,6 +37,7 @@ from judge._math import cache_keyword, lse64
 from judge.engine.forest import common_prefix
 from judge.engine.masks import additive, native_gqa
 from judge.engine.options import OptionTrie
+from judge.engine.passes import read_logits
 
 __all__ = ["SearchResult", "search"]
 
@@ -398,10 +399,10 @@ def _run(model, plan_kind, dtype, root, items, ctxs: list) -> list[_Text]:
             keep[bi, len(rd):] = rd[-1]
         attn = additive(masks, kind, dtype, dev)
         with torch.inference_mode(), native_gqa(dev):
-            out = model(input_ids=torch.as_tensor(ids, device=dev), attention_mask=attn,
-                        position_ids=torch.as_tensor(pos, device=dev), use_cache=True,
-                        logits_to_keep=torch.as_tensor(keep, device=dev), **{kw: cache})
-            logits = out.logits.reshape(len(rows), P, -1)
+            _, logits = read_logits(model, torch.as_tensor(keep, device=dev), input_ids=torch.as_tensor(ids, device=dev),
+                                    attention_mask=attn, position_ids=torch.as_tensor(pos, device=dev), use_cache=True,
+                                    **{kw: cache})
+            logits = logits.reshape(len(rows), P, -1)
             for bi, r in enumerate(rows):
                 st, rd = states[r], reads[bi]
                 lse = lse64(logits[bi, : len(rd)])

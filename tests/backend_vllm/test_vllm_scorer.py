@@ -107,3 +107,26 @@ def test_smollm2_equals_engine(smol, smol_hf):
     _close(smol.score(qs), got, atol=1e-5)  # again, now from the prefix cache (the aligned prompt: recomputed)
     ref = Reference(smol_hf.model_, smol_hf.tokenizer_, end_id=smol.end_id_).score(qs[-1:])
     _close(got[-1:], ref)
+
+
+def test_the_transformers_engine_takes_the_tree_path_under_vllms_transformers():
+    """vLLM pins transformers < 5.20, whose forward indexes every row by a (B, P) ``logits_to_keep``; the engine
+    once failed its self-check here (18.3 nats on CI's job) and scored every call on the slow exact fallback.
+    It now reads each row's positions from a 1-D set (judge.engine.passes.keep_mode) and passes the check."""
+    import warnings
+
+    from judge.engine.engine import EngineCheckWarning
+    from judge.engine.passes import keep_mode
+    from judge.testing import tiny_model, tiny_pair
+
+    tok = tiny_pair()[1]
+    model = tiny_model("llama", tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EngineCheckWarning)
+        eng = Engine(model, tok).setup()
+    assert eng.path_ == "tree", eng.check_
+    assert keep_mode(model) in ("rows", "union")
+    q = _queries()
+    ref = Reference(model, tok).score(q)
+    for got, want in zip(eng.score(q), ref):
+        np.testing.assert_allclose(got, want, atol=1e-4)

@@ -174,3 +174,98 @@ def test_the_training_pass_gives_float64_tensors_equal_to_the_scores():
     for t, want in zip(tensors, eng.score_items(items)):
         assert t.dtype == torch.float64 and t.requires_grad
         np.testing.assert_allclose(t.detach().numpy(), want, rtol=0, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- logits_to_keep, any transformers
+
+def _emulate_keep(model, how):
+    """Make ``model``'s forward take ``logits_to_keep`` as an older transformers did: ``"union"`` indexes every
+    row by the whole tensor (``hidden[:, keep]``, transformers 5.19), ``"all"`` ignores it (full logits). The
+    forward keeps its signature, so the engine passes its cache under the same keyword."""
+    import inspect
+
+    inner = model.forward
+
+    def forward(*args, logits_to_keep=0, **kw):
+        out = inner(*args, logits_to_keep=0, **kw)
+        if how == "union":
+            if isinstance(logits_to_keep, int):
+                out.logits = out.logits[:, -logits_to_keep:] if logits_to_keep else out.logits
+            else:
+                out.logits = out.logits[:, logits_to_keep]
+        return out
+
+    forward.__signature__ = inspect.signature(inner)
+    model.forward = forward
+    return model
+
+
+def _random_items(seed, n_items=5):
+    rng = np.random.default_rng(seed)
+    return [Item([int(t) for t in rng.integers(5, 400, n)], [[int(t) for t in rng.integers(5, 400, k)] for k in (1, 2, 3)],
+                 False, g) for g, n in enumerate([3, 9, 5, 7, 4][:n_items])]
+
+
+@pytest.mark.parametrize("how", ["rows", "union", "all"])
+def test_every_way_a_transformers_takes_logits_to_keep_scores_as_the_brute_force(how):
+    """transformers 5.19 (vLLM's pin) indexed hidden[:, keep] with a (B, P) keep, a (B, B, P) result that the
+    pass once reshaped into wrong scores; the self-check caught it and every call took the slow fallback
+    (18.3 nats off on CI's vLLM job). keep_mode finds how this model takes it; each way scores exactly, on the
+    tree path, with several rows per pass, on the certified search too, and with the answer-slot states."""
+    from judge.engine import OptionTrie
+    from judge.engine.passes import keep_mode, tree_pass
+    from judge.testing import tiny_model
+
+    tok = tiny_pair()[1]
+    model = tiny_model("llama", tok)  # its own: the cached tiny_pair model is never patched
+    if how != "rows":
+        _emulate_keep(model, how)
+    elif keep_mode(model) != "rows":
+        pytest.skip("this transformers keeps no logits per row (before 5.20): the other two cases are its")
+    assert keep_mode(model) == how
+    eng = Engine(model, tok).setup()
+    assert eng.path_ == "tree", eng.check_
+    items = _random_items(3)
+    got = eng.score_items(items)
+    for it, g in zip(items, got):
+        np.testing.assert_allclose(g, reference_logprobs_ids(model, it.ids, it.options), atol=2e-4)
+    res, _, hidden = tree_pass(model, eng.mask_plan_, eng.dtype_, ((), None), items, states=True)
+    for it, g in zip(items, res):
+        np.testing.assert_allclose(g, reference_logprobs_ids(model, it.ids, it.options), atol=2e-4)
+    assert hidden.shape[0] == len(items) and np.isfinite(hidden).all()
+    options = [[7, 8], [7, 9, 10], [11], [12, 13]]
+    trie = OptionTrie(options)
+    prompts = [Item(it.ids, options, False, g) for g, it in enumerate(items[:3])]
+    found = eng.search(prompts, trie)
+    assert found.certified.all()
+    for it, b in zip(prompts, found.best):
+        assert b == int(np.argmax(reference_logprobs_ids(model, it.ids, options)))
+
+
+def test_without_per_row_keep_each_row_gets_its_own_pass_so_the_memory_bound_holds():
+    """Where the model cannot keep logits per row, a batch would compute B times the logit rows memory_bound
+    counts; the pass then runs one row at a time (batch 1, its own positions only): as many forwards as rows."""
+    from judge.engine.passes import keep_mode, tree_pass
+    from judge.testing import tiny_model
+
+    tok = tiny_pair()[1]
+    items = _random_items(5, n_items=3)
+    for how, batches_wanted in (("union", [1, 1, 1]), ("rows", [3])):
+        model = tiny_model("llama", tok)
+        if how == "union":
+            _emulate_keep(model, how)
+        elif keep_mode(model) != "rows":
+            continue
+        keep_mode(model)  # probed before counting
+        eng = Engine(model, tok).setup()
+        batches: list = []
+
+        def count(module, args, kw, batches=batches):
+            batches.append(kw["input_ids"].shape[0])
+
+        hook = model.register_forward_pre_hook(count, with_kwargs=True)
+        try:
+            tree_pass(model, eng.mask_plan_, eng.dtype_, ((), None), items)
+        finally:
+            hook.remove()
+        assert batches == batches_wanted, (how, batches)
