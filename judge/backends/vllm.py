@@ -66,15 +66,20 @@ _ENGINES: dict = {}  # (model, tokenizer, engine arguments) -> [vllm.LLM, scorer
 _ENGINES_LOCK = threading.Lock()
 
 
+#: The client's daemon threads (vLLM's names): the engine monitor, and the thread reading the engine's outputs
+#: off its socket. Either one still inside native code when the interpreter finalizes aborts the process.
+_CLIENT_THREADS = ("MPClientEngineMonitor", "EngineCoreOutputQueueThread")
+
+
 def _shutdown(llm) -> None:
     """Stop a vLLM engine's core process and its workers (vLLM's own ``engine_core.shutdown``),
-    then wait (5 s at most) for the client's monitor thread to see the engine gone: a daemon thread
-    still inside vLLM's cleanup when the interpreter finalizes aborts the process."""
+    then wait (5 s at most each) for the client's threads to end (:data:`_CLIENT_THREADS`): a daemon
+    thread still inside vLLM's cleanup or a socket read when the interpreter finalizes aborts the process."""
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
     if core is not None and hasattr(core, "shutdown"):
         core.shutdown()
     for thread in threading.enumerate():
-        if thread.name == "MPClientEngineMonitor" and thread is not threading.current_thread():
+        if thread.name in _CLIENT_THREADS and thread is not threading.current_thread():
             thread.join(timeout=5.0)
 
 

@@ -19,6 +19,7 @@ import pytest
 
 SCRIPT = textwrap.dedent('''
     import multiprocessing
+    import threading
     import time
 
     from judge import Classifier
@@ -34,6 +35,7 @@ SCRIPT = textwrap.dedent('''
         if mode == "close":
             with clf:
                 clf.predict(["fine"])
+            print("THREADS", ",".join(sorted(t.name for t in threading.enumerate())), flush=True)  # right at close
             deadline = time.time() + 10       # vLLM's shutdown ends with a kill: give the OS a moment to reap it
             while multiprocessing.active_children() and time.time() < deadline:
                 time.sleep(0.1)
@@ -78,3 +80,7 @@ def test_a_script_using_vllm_exits_by_itself(tmp_path, mode):
     assert int(next(ln for ln in lines if ln.startswith("AFTER_ONE_CLOSE")).split()[1]) >= 1
     if mode == "close":  # the last user closed it: the engine core process is gone within 10 s
         assert int(next(ln for ln in lines if ln.startswith("AFTER_CLOSE")).split()[1]) == 0, out[-4000:]
+        # and the client's daemon threads are gone when close() returns (its output reader outlived it before: a thread in a
+        # socket read at interpreter exit aborted a bench run under load, rc -6)
+        threads = next(ln for ln in lines if ln.startswith("THREADS")).split(maxsplit=1)[-1].strip().split(",")
+        assert not {"MPClientEngineMonitor", "EngineCoreOutputQueueThread"} & set(threads), threads
