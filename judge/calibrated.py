@@ -38,7 +38,8 @@ from judge.calibration.state import Calibration, check_calibrate_args, fit_resol
 from judge.fusion import is_fused
 from judge.labels import label_indices
 
-__all__ = ["CalibratedMixin", "check_content_free", "AUTO_PRIOR_STRENGTH", "COLLAPSE_SHARE", "COLLAPSE_MIN_TEXTS"]
+__all__ = ["CalibratedMixin", "check_content_free", "offset_scores", "AUTO_PRIOR_STRENGTH", "COLLAPSE_SHARE",
+           "COLLAPSE_MIN_TEXTS"]
 
 #: A call whose answers give one label to more than this share of at least ``COLLAPSE_MIN_TEXTS``
 #: texts warns that the answers have collapsed (and says what to do).
@@ -426,7 +427,17 @@ def offset_scores(clf, texts, *, states: bool = False):
     The language model's also beside an embedder: the head reads the embedder itself (its
     ``similarity`` offset and ``embed`` block), as on the validation splits its defaults were chosen on.
     ``states``: ``(scores, answer-slot states or None)``, the states read from the scoring pass where one
-    pass gives both (:func:`judge.experts.zero_shot_scores`)."""
+    pass gives both (:func:`judge.experts.zero_shot_scores`). Returns (n, K) float log-scores.
+
+    Examples
+    --------
+    >>> from judge import Classifier
+    >>> from judge.testing import tiny_pair
+    >>> model, tok = tiny_pair()
+    >>> s, H = offset_scores(Classifier(["yes", "no"], model, tokenizer=tok), ["Is it?"], states=True)
+    >>> s.shape, H.shape
+    ((1, 2), (1, 64))
+    """
     from judge.experts import zero_shot_scores
 
     s, H = zero_shot_scores(clf, texts, states=True) if states else (zero_shot_scores(clf, texts), None)

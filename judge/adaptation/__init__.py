@@ -11,6 +11,9 @@ In the order data flows:
 * :mod:`~judge.adaptation.tuning` — :func:`tune_embedder`: the sentence embedder tuned
   contrastively on the labelled texts, one more candidate of the head (``fit(..., tune_embedder=...)``),
   chosen per fold by :mod:`~judge.adaptation.choosing`.
+* :mod:`~judge.adaptation.selftrain` — :func:`self_train`: unlabelled texts put to work
+  (``fit(..., unlabelled=...)``): the head's confident answers on them, class-balanced, join its
+  training set.
 * :mod:`~judge.adaptation.lora` — :class:`LoraAdapter`: LoRA adapters (``peft``, the ``adapt``
   extra) trained on the exact label log-likelihood the engine scores, normalised over the K labels
   (``Engine.logprob_tensors``), early-stopped on held-out texts; scored by the engine on the merged
@@ -62,10 +65,11 @@ from judge.adaptation.head import (
 )
 from judge.adaptation.lora import LoraAdapter, train_lora
 from judge.adaptation.saved import from_saved
+from judge.adaptation.selftrain import SELF_TRAIN_DEFAULTS, pseudo_labels, self_train
 from judge.adaptation.tuning import TUNE_DEFAULTS, TunedEncoder, tune_embedder
 
-__all__ = ["L2_GRID", "METHODS", "OPTIONS", "TUNE_DEFAULTS", "Demonstrations", "LinearHead", "LoraAdapter",
-           "TunedEncoder", "answer_states", "auto_candidates", "check_features", "check_fit_args", "choose_features",
-           "choose_l2", "cv_folds", "fit_adaptation", "fit_demos", "fit_head", "fit_head_choosing", "fit_head_tuned",
-           "from_saved", "per_class_indices", "states_of_prompts", "text_embeddings", "text_features", "train_lora",
-           "tune_embedder"]
+__all__ = ["L2_GRID", "METHODS", "OPTIONS", "SELF_TRAIN_DEFAULTS", "TUNE_DEFAULTS", "Demonstrations", "LinearHead",
+           "LoraAdapter", "TunedEncoder", "answer_states", "auto_candidates", "check_features", "check_fit_args",
+           "choose_features", "choose_l2", "cv_folds", "fit_adaptation", "fit_demos", "fit_head",
+           "fit_head_choosing", "fit_head_tuned", "from_saved", "per_class_indices", "pseudo_labels", "self_train",
+           "states_of_prompts", "text_embeddings", "text_features", "train_lora", "tune_embedder"]

@@ -23,7 +23,11 @@ Methods and their options (``Classifier.fit(texts, y, method=..., **options)``):
            sentence embedder tuned on the texts for every candidate that reads it; ``"auto"``:
            frozen or tuned by the same cross-validation, each fold tuning its own:
            :func:`judge.adaptation.fit_head_tuned`), ``max_seconds`` (None: the tunings' time
-           budget, split over the folds).
+           budget, split over the folds), ``unlabelled`` (None; texts without labels: the head's
+           confident answers on them join its training set, :func:`judge.adaptation.self_train`;
+           they are scored like the labelled ones, so each costs what a ``predict`` of it costs),
+           ``self_training`` (None: :data:`~judge.adaptation.SELF_TRAIN_DEFAULTS`; a dict of
+           ``share`` and ``rounds``).
 ``lora``   ``rank`` (8), ``alpha`` (16), ``target_modules`` (("q_proj", "v_proj")), ``epochs`` (3),
            ``lr`` (5e-4), ``batch_size`` (8), ``validation_fraction`` (0.2), ``patience`` (1).
 ``demos``  ``k`` (4): the k training texts nearest to each text (cosine of answer-slot states)
@@ -50,7 +54,7 @@ METHODS = ("head", "lora", "demos")
 #: Valid options of each method, with their defaults.
 OPTIONS = {
     "head": {"features": "auto", "l2": None, "cv": 5, "scores": None, "states": None, "embedder": None,
-             "tune_embedder": False, "max_seconds": None},
+             "tune_embedder": False, "max_seconds": None, "unlabelled": None, "self_training": None},
     "lora": {"rank": 8, "alpha": 16.0, "target_modules": ("q_proj", "v_proj"), "epochs": 3, "lr": 5e-4,
              "batch_size": 8, "validation_fraction": 0.2, "patience": 1},
     "demos": {"k": 4, "states": None},
@@ -158,6 +162,21 @@ def _check_options(method, o, n, k):
         ms = o["max_seconds"]
         if ms is not None and not (isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms > 0):
             raise ValueError(f"max_seconds must be None or a number of seconds > 0, got {ms!r}.")
+        if o["unlabelled"] is not None:
+            from judge._checks import check_texts
+
+            try:
+                o["unlabelled"] = check_texts(o["unlabelled"]) or None  # an empty list: nothing to learn from
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"unlabelled= (texts without labels) is not a list of texts: {e}") from None
+        st = o["self_training"]
+        if st is not None:
+            from judge.adaptation.selftrain import SELF_TRAIN_DEFAULTS, check_settings
+
+            if not isinstance(st, dict) or set(st) - set(SELF_TRAIN_DEFAULTS):
+                raise ValueError(f"self_training must be None or a dict with keys from {sorted(SELF_TRAIN_DEFAULTS)}, "
+                                 f"got {st!r}.")
+            o["self_training"] = check_settings(**dict(SELF_TRAIN_DEFAULTS, **st))
         if o["scores"] is not None:
             if o["features"] != "auto" and "scores" not in parse_features(o["features"])[1]:
                 raise ValueError(f"scores= was given but features={o['features']!r} does not use them; drop scores= "
@@ -433,10 +452,20 @@ def _fit_head(clf, texts, yi, o, K, base_scores, random_state, callback, scores_
         from judge.adaptation.choosing import fit_head_tuned
         from judge.fusion import label_texts
 
-        return fit_head_tuned(parsed, feats, yi, K, texts, label_texts(clf.labels, clf.label_names, clf.descriptions),
+        head = fit_head_tuned(parsed, feats, yi, K, texts, label_texts(clf.labels, clf.label_names, clf.descriptions),
                               mode=o["tune_embedder"], max_seconds=o["max_seconds"],
                               progress=bool(getattr(clf, "progress", False)), **common)
-    return fit_head_choosing(cands, feats, yi, K, **common)
+    else:
+        head = fit_head_choosing(cands, feats, yi, K, **common)
+    if o["unlabelled"] is None:
+        return head
+    from judge.adaptation.selftrain import SELF_TRAIN_DEFAULTS, self_train
+
+    # the labelled texts' LM features are reused; the head's own embedder (frozen or tuned) reads both sets
+    given = {k: v for k, v in (("hidden", feats.get("hidden")), ("scores", scores)) if v is not None}
+    labelled = head.features_of(clf, texts, base_scores, scores_states, given=given)
+    unlabelled = head.features_of(clf, o["unlabelled"], base_scores, scores_states)
+    return self_train(head, labelled, yi, unlabelled, callback=callback, **(o["self_training"] or SELF_TRAIN_DEFAULTS))
 
 
 def fit_head_choosing(candidates, blocks, y, n_classes, *, scores=None, similarity=None, l2=None, cv=5,

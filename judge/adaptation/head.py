@@ -21,9 +21,8 @@ loss, not scikit-learn's ``LogisticRegression``: scikit-learn's takes no offset 
 per-sample, per-class margin added to the logits, ``init_score`` in the boosting libraries),
 and the offset is what makes zero examples equal zero-shot (nor is ``a * s``, one unpenalised
 weight on a per-class input, a coefficient its multinomial model has). scikit-learn still makes
-the cross-validation folds.
-With no offsets (``features="hidden"``) the same code fits a plain multinomial logistic
-regression on the blocks (zero examples would be uniform).
+the cross-validation folds. With no offsets (``features="hidden"``) the same code fits a plain
+multinomial logistic regression on the blocks (zero examples would be uniform).
 
 What it deliberately does not do: compute features (:mod:`judge.adaptation.features` and
 :mod:`judge.encoders` do) or calibrate (``Classifier.calibrate`` does, after ``fit``, on data the
@@ -196,8 +195,18 @@ class LinearHead:
                 raise ValueError(f"head label_vectors must be finite, shape ({W.shape[0]}, e), for the similarity "
                                  f"offset; got {None if L is None else L.shape}. Fit again.")
 
-    def _stack(self, states):
-        """(dense (n, d_dense) or None, sparse (n, V) or None) in the head's block order."""
+    def stack(self, states):
+        """The features as the head reads them: (dense (n, d_dense) or None, sparse (n, V) or None), from a dict
+        ``states`` {block: (n, d_b)} (dense blocks stacked in the head's order, ``tfidf`` kept sparse) or stacked ones.
+
+        Examples
+        --------
+        >>> head = LinearHead(np.zeros((2, 3)), np.zeros(2), None, np.zeros(3), np.ones(3), 1.0,
+        ...                   blocks=(("hidden", 1), ("embed", 2)), embedder="minilm")
+        >>> dense, sparse = head.stack({"embed": np.ones((4, 2)), "hidden": np.zeros((4, 1))})
+        >>> dense.shape, dense[0].tolist(), sparse
+        ((4, 3), [0.0, 1.0, 1.0], None)
+        """
         if isinstance(states, dict):
             missing = [n for n in self.block_names if n not in states]
             if missing:
@@ -216,7 +225,7 @@ class LinearHead:
             (``tfidf``: a sparse matrix)
         similarity : ndarray of shape (n, K), or None when ``uses_similarity`` is False
         """
-        logits = _linear(_apply(self._stack(states), self.mean, self.scale), self.weights) + self.bias
+        logits = _linear(_apply(self.stack(states), self.mean, self.scale), self.weights) + self.bias
         if self.uses_scores and self.offset_scale > 0:  # -inf (a label a search left out) stays impossible
             logits = logits + self.offset_scale * _centred(np.asarray(scores, np.float64))
         if self.uses_similarity and self.similarity_scale > 0:
@@ -228,10 +237,31 @@ class LinearHead:
 
         ``base_scores(texts)``: the zero-shot scores (called only when the head uses them); ``scores_states(texts)``,
         optional: them and the answer-slot states of the same pass (or None), so the model runs once."""
+        return self.log_proba(*self.features_of(clf, texts, base_scores, scores_states))
+
+    def features_of(self, clf, texts, base_scores, scores_states=None, given=None) -> tuple:
+        """What :meth:`log_proba` reads for ``texts``: (scores (n, K) or None, {block: (n, d_b)}, similarity or None).
+
+        ``clf`` gives the ``hidden`` block and the zero-shot scores; ``base_scores``, ``scores_states``: as
+        :meth:`decision_function`; ``given``: a dict of features computed already for ``texts`` (``"hidden"``,
+        ``"scores"``), not computed again. ``embed`` and the similarities are always the head's own embedder's
+        (a tuned one differs from the frozen).
+
+        Examples
+        --------
+        >>> head = LinearHead(np.zeros((2, 3)), np.zeros(2), 1.0, np.zeros(3), np.ones(3), 1.0)
+        >>> s, blocks, sim = head.features_of(None, ["a", "b"], None, given={"hidden": np.ones((2, 3)),
+        ...                                                                   "scores": np.zeros((2, 2))})
+        >>> s.shape, sorted(blocks), sim
+        ((2, 2), ['hidden'], None)
+        """
         from judge.adaptation.features import text_features
 
-        blocks, feats, s = [b for b in self.block_names if b != "tfidf"], {}, None
-        if self.uses_scores and "hidden" in blocks and scores_states is not None:
+        given = given or {}
+        blocks, s = [b for b in self.block_names if b != "tfidf"], given.get("scores") if self.uses_scores else None
+        feats = {"hidden": given["hidden"]} if "hidden" in blocks and "hidden" in given else {}
+        blocks = [b for b in blocks if b not in feats]
+        if self.uses_scores and s is None and "hidden" in blocks and scores_states is not None:
             s, H = scores_states(texts)
             feats, blocks = ({"hidden": H}, [b for b in blocks if b != "hidden"]) if H is not None else ({}, blocks)
         feats.update(text_features(clf, texts, blocks, embedder=self.embedder))
@@ -244,7 +274,7 @@ class LinearHead:
 
             sim = label_similarity(get_encoder(self.embedder), texts, self.label_vectors)
         s = base_scores(texts) if self.uses_scores and s is None else s
-        return self.log_proba(s, feats, sim)
+        return s, feats, sim
 
     def arrays(self) -> dict:
         """The arrays to save (safetensors): weights, bias, mean, scale (and the label vectors)."""
