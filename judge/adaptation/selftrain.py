@@ -8,8 +8,9 @@ label of an unlabelled text is ever read: it has none; what it contributes is th
 
 The refit keeps the head's feature set, its embedder (frozen or tuned) and its L2 as chosen on the
 labelled texts: cross-validating on pseudo-labels would only measure how well the head agrees with
-itself. The settings (:data:`SELF_TRAIN_DEFAULTS`) were chosen on validation splits
-(bench/self_training.py select; :doc:`/fit`).
+itself. The settings (:data:`SELF_TRAIN_DEFAULTS`) were chosen on validation splits by the mean gain over
+four datasets at 4 labelled texts per class (``python -m bench.self_training``,
+bench/results/self_training_select.json; :doc:`/fit`).
 
 Not scikit-learn's ``SelfTrainingClassifier``: it refits its estimator through ``fit(X, y)``, which
 cannot pass the head's per-text offsets (the zero-shot scores and label similarities), and its
@@ -30,7 +31,7 @@ __all__ = ["SELF_TRAIN_DEFAULTS", "check_settings", "pseudo_labels", "self_train
 #: ``share``: the fraction of the unlabelled texts the head assigns to a class that join its
 #: training set as that class (its most confident ones); ``rounds``: how many times the head reads
 #: the unlabelled texts again and is refitted.
-SELF_TRAIN_DEFAULTS = {"share": 0.5, "rounds": 1}
+SELF_TRAIN_DEFAULTS = {"share": 0.5, "rounds": 2}
 
 
 def pseudo_labels(log_proba, share) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +139,7 @@ def self_train(head, labelled, y, unlabelled, *, share=SELF_TRAIN_DEFAULTS["shar
     >>> head = fit_head(Xl, yl, 2, l2=1.0)
     >>> tuned = self_train(head, (None, {"hidden": Xl}, None), yl, (None, {"hidden": Xu}, None))
     >>> tuned.report["self_training"]["pseudo"], tuned.report["n"]
-    ([21], 23)
+    ([21, 21], 23)
     """
     from judge.adaptation.head import fit_head
 
@@ -151,8 +152,8 @@ def self_train(head, labelled, y, unlabelled, *, share=SELF_TRAIN_DEFAULTS["shar
     H_l, H_u = head.stack(labelled[1]), head.stack(unlabelled[1])
     m = (H_u[0] if H_u[0] is not None else H_u[1]).shape[0]
     report = {"unlabelled": int(m), "share": float(share), "rounds": int(rounds), "pseudo": [], "changed": 0}
-    answer = head.log_proba(S_u, unlabelled[1], R_u).argmax(axis=1) if m else np.zeros(0, np.int64)
-    current = head
+    answer = head.log_proba(S_u, unlabelled[1], R_u).argmax(axis=1) if m else None
+    current, base = head, dict(head.report)  # with no unlabelled row, current is head: keep its report apart
     for _ in range(rounds if m else 0):
         rows, labels = pseudo_labels(current.log_proba(S_u, unlabelled[1], R_u), share)
         H = tuple(_vstack(a, None if b is None else b[rows]) for a, b in zip(H_l, H_u))
@@ -167,7 +168,7 @@ def self_train(head, labelled, y, unlabelled, *, share=SELF_TRAIN_DEFAULTS["shar
     report["seconds"] = time.perf_counter() - t0
     own = dict(current.report)
     current.report.clear()
-    current.report.update(head.report, n=own.get("n", len(y)), self_training=report)
+    current.report.update(base, n=own.get("n", len(y)), self_training=report)
     return current
 
 

@@ -148,3 +148,53 @@ def test_bad_unlabelled_input_is_refused_before_any_scoring(pair, monkeypatch, o
 def test_unlabelled_is_an_option_of_the_head_only(pair):
     with pytest.raises(TypeError, match=r"fit\(method='demos'\) got unknown option\(s\) \['unlabelled'\]"):
         clf_of(pair).fit(TEXTS, Y, method="demos", unlabelled=MORE)
+
+
+def test_settings_refuse_what_is_not_a_whole_number_of_rounds():
+    from judge.adaptation.selftrain import check_settings
+
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="rounds must be an int >= 1"):
+            check_settings(0.5, bad)
+    assert check_settings(1, np.int64(3)) == {"share": 1.0, "rounds": 3}
+
+
+def test_no_unlabelled_row_keeps_the_head_and_its_report():
+    Xl, yl, _, _, Xt, _ = clusters(2)
+    head = fit_head(Xl, yl, 3, l2=1.0)
+    rows, labels = pseudo_labels(np.zeros((0, 3)), 0.5)
+    assert rows.shape == labels.shape == (0,) and rows.dtype == labels.dtype == np.int64
+    same = self_train(head, (None, {"hidden": Xl}, None), yl, (None, {"hidden": np.zeros((0, 10))}, None))
+    np.testing.assert_array_equal(same.log_proba(None, Xt), head.log_proba(None, Xt))
+    assert same.report["l2"] == head.l2 and same.report["n"] == 6
+    assert same.report["self_training"] | {"seconds": 0} == {"unlabelled": 0, "share": 0.5, "rounds": 2, "pseudo": [],
+                                                              "changed": 0, "seconds": 0}
+
+
+def test_the_offsets_of_the_kept_rows_go_into_the_refit():
+    """With both offsets (zero-shot scores and label similarities) the refit equals fit_head on the labelled rows
+    plus the kept rows, each with its own offsets; ``changed`` counts the answers the refit moved."""
+    Xl, yl, Xu, _, _, _ = clusters(3, 200)
+    rng = np.random.default_rng(0)
+    Sl, Su, Rl, Ru = (rng.normal(size=(n, 3)) for n in (6, 200, 6, 200))
+    named = {"embedder": "minilm", "label_vectors": np.eye(3, 4)}  # recorded, not read: the features are given
+    head = fit_head(Xl, yl, 3, l2=1.0, scores=Sl, similarity=Rl, **named)
+    assert head.uses_scores and head.uses_similarity
+    tuned = self_train(head, (Sl, {"hidden": Xl}, Rl), yl, (Su, {"hidden": Xu}, Ru), share=0.5, rounds=1)
+    first = head.log_proba(Su, {"hidden": Xu}, Ru)
+    rows, answers = pseudo_labels(first, 0.5)
+    by_hand = fit_head(np.vstack([Xl, Xu[rows]]), np.concatenate([yl, answers]), 3, l2=head.l2,
+                       scores=np.vstack([Sl, Su[rows]]), similarity=np.vstack([Rl, Ru[rows]]), **named)
+    np.testing.assert_array_equal(tuned.weights, by_hand.weights)
+    assert tuned.offset_scale == by_hand.offset_scale and tuned.similarity_scale == by_hand.similarity_scale
+    moved = int((tuned.log_proba(Su, {"hidden": Xu}, Ru).argmax(1) != first.argmax(1)).sum())
+    assert tuned.report["self_training"]["changed"] == moved
+
+
+def test_a_head_without_states_reads_the_unlabelled_texts_zero_shot_scores(pair):
+    """TF-IDF and the scores, no answer-slot block: so the unlabelled texts' scores come from the zero-shot scoring itself; self-training
+    with every answer kept moves the offset head towards its own answers."""
+    clf = clf_of(pair).fit(TEXTS, Y, features="tfidf+scores", cv=2, l2=1.0, unlabelled=MORE,
+                           self_training={"share": 1.0, "rounds": 1})
+    assert clf.adaptation_.features == "tfidf+scores" and clf.adaptation_.report["self_training"]["pseudo"] == [len(MORE)]
+    assert clf.predict_proba(MORE).shape == (len(MORE), 3)
