@@ -73,13 +73,15 @@ def test_fit_with_a_tuned_embedder_saves_and_loads_offline_with_identical_answer
     from judge.adaptation import TunedEncoder
 
     model, tok = tiny_pair()
-    clf = Classifier(LABELS, model, tokenizer=tok, method="exact", embedder="minilm", progress=False)
+    described = {"card arrival": None, "exchange rate": "how currencies are converted"}  # labels with descriptions
+    clf = Classifier(described, model, tokenizer=tok, method="exact", embedder="minilm", progress=False)
     clf.fit(TEXTS, [LABELS[i] for i in Y], tune_embedder=True, cv=2, features="embed+similarity")
     head = clf.adaptation_
     assert head.report["tuned"] is True and isinstance(head.embedder, TunedEncoder)
-    # the similarity offset is the tuned embedder's: its label vectors, and a fitted scale
+    # the similarity offset is the tuned embedder's: its label vectors (of the labels' descriptions), a fitted scale
     assert head.uses_similarity and head.similarity_scale is not None
-    np.testing.assert_allclose(head.label_vectors, head.embedder(LABELS), rtol=0, atol=1e-6)
+    texts = ["card arrival", "exchange rate: how currencies are converted"]
+    np.testing.assert_allclose(head.label_vectors, head.embedder(texts), rtol=0, atol=1e-6)
     assert head.report["tuning"]["texts"] == len(TEXTS)
     clf.save(tmp_path, model_ref="my-org/my-model")
     back = Classifier.load(tmp_path, model=model, tokenizer=tok)
