@@ -95,7 +95,7 @@ print(f"truth      labels per text {Y.sum(1).mean():.2f}")
 
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
 for ax, proba, P, name in ((axes[0], zero_proba, P_zero, "zero-shot"), (axes[1], fitted_proba, P_fit, "after fit")):
-    for k, label in enumerate(labels):
+    for k in range(len(labels)):
         on, off = proba[Y[:, k] == 1, k], proba[Y[:, k] == 0, k]
         ax.scatter(np.full(len(on), k - 0.12) + rng.uniform(-0.06, 0.06, len(on)), on, s=18, color="C0",
                    label="texts about the label" if k == 0 else None)
