@@ -1053,7 +1053,8 @@ def test_concurrent_first_requests_to_a_fresh_decider_answer_as_sequential_ones(
     Without the bias correction, bit for bit. With it, a new question shape's content-free prior is
     scored in the call of whichever request meets the shape first, and the engine's float32 scores of
     the same query move by ~1e-7 with the rest of its call: asking the same 16 requests one after
-    another in the reverse order moves answers by 1.6e-7 (measured), the threads by at most 4e-7."""
+    another in the reverse order moves answers by 1.6e-7 (measured), the threads by at most 4e-7 when this was
+    written and 1.04e-6 with transformers 5.25.0 (a probability, contextual case): float32 noise, so 1e-5 there."""
     import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -1095,9 +1096,10 @@ def test_concurrent_first_requests_to_a_fresh_decider_answer_as_sequential_ones(
     if bias is None:
         assert got == want
     for g, w in zip(got, want):
-        assert g["refund"].noul == pytest.approx(w["refund"].noul, abs=1e-6)
+        tol = 1e-6 if bias is None else 1e-5  # bit for bit already asserted above when bias is None
+        assert g["refund"].noul == pytest.approx(w["refund"].noul, abs=tol)
         assert g["team"].choice == w["team"].choice
-        assert g["team"].probabilities == pytest.approx(w["team"].probabilities, abs=1e-6)
+        assert g["team"].probabilities == pytest.approx(w["team"].probabilities, abs=tol)
 
 
 # ----------------------------------------------------------------------------- the packaged model
