@@ -149,13 +149,13 @@ def self_train(head, labelled, y, unlabelled, *, share=SELF_TRAIN_DEFAULTS["shar
     K = int(np.asarray(head.weights).shape[0])
     S_l, _, R_l = labelled
     S_u, _, R_u = unlabelled
-    H_l, H_u = head.stack(labelled[1]), head.stack(unlabelled[1])
+    H_l, H_u = head.stack(labelled[1]), head.stack(unlabelled[1])  # stacked once, read every round
     m = (H_u[0] if H_u[0] is not None else H_u[1]).shape[0]
     report = {"unlabelled": int(m), "share": float(share), "rounds": int(rounds), "pseudo": [], "changed": 0}
-    answer = head.log_proba(S_u, unlabelled[1], R_u).argmax(axis=1) if m else None
+    answer = head.log_proba(S_u, H_u, R_u).argmax(axis=1) if m else None
     current, base = head, dict(head.report)  # with no unlabelled row, current is head: keep its report apart
     for _ in range(rounds if m else 0):
-        rows, labels = pseudo_labels(current.log_proba(S_u, unlabelled[1], R_u), share)
+        rows, labels = pseudo_labels(current.log_proba(S_u, H_u, R_u), share)
         H = tuple(_vstack(a, None if b is None else b[rows]) for a, b in zip(H_l, H_u))
         S = None if S_l is None else np.vstack([S_l, np.asarray(S_u)[rows]])
         R = None if R_l is None else np.vstack([R_l, np.asarray(R_u)[rows]])
@@ -164,11 +164,11 @@ def self_train(head, labelled, y, unlabelled, *, share=SELF_TRAIN_DEFAULTS["shar
                            label_vectors=head.label_vectors, tfidf=head.tfidf)
         report["pseudo"].append(int(len(rows)))
     if m:
-        report["changed"] = int((current.log_proba(S_u, unlabelled[1], R_u).argmax(axis=1) != answer).sum())
+        report["changed"] = int((current.log_proba(S_u, H_u, R_u).argmax(axis=1) != answer).sum())
     report["seconds"] = time.perf_counter() - t0
-    own = dict(current.report)
+    n = current.report.get("n", len(y))
     current.report.clear()
-    current.report.update(base, n=own.get("n", len(y)), self_training=report)
+    current.report.update(base, n=n, self_training=report)
     return current
 
 
