@@ -177,6 +177,7 @@ def test_the_offsets_of_the_kept_rows_go_into_the_refit():
     Xl, yl, Xu, _, _, _ = clusters(3, 200)
     rng = np.random.default_rng(0)
     Sl, Su, Rl, Ru = (rng.normal(size=(n, 3)) for n in (6, 200, 6, 200))
+    Rl = Rl + 3 * np.eye(3)[yl]  # a similarity that points at the labels: its fitted scale is > 0
     named = {"embedder": "minilm", "label_vectors": np.eye(3, 4)}  # recorded, not read: the features are given
     head = fit_head(Xl, yl, 3, l2=1.0, scores=Sl, similarity=Rl, **named)
     assert head.uses_scores and head.uses_similarity
@@ -186,7 +187,7 @@ def test_the_offsets_of_the_kept_rows_go_into_the_refit():
     by_hand = fit_head(np.vstack([Xl, Xu[rows]]), np.concatenate([yl, answers]), 3, l2=head.l2,
                        scores=np.vstack([Sl, Su[rows]]), similarity=np.vstack([Rl, Ru[rows]]), **named)
     np.testing.assert_array_equal(tuned.weights, by_hand.weights)
-    assert tuned.offset_scale == by_hand.offset_scale and tuned.similarity_scale == by_hand.similarity_scale
+    assert tuned.offset_scale == by_hand.offset_scale and tuned.similarity_scale == by_hand.similarity_scale > 0
     moved = int((tuned.log_proba(Su, {"hidden": Xu}, Ru).argmax(1) != first.argmax(1)).sum())
     assert tuned.report["self_training"]["changed"] == moved
 
