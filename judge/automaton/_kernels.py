@@ -136,6 +136,9 @@ def intersect(
     vocabulary trie from its root together; every vocabulary node reached that
     ends a token gives an edge (token, destination). End tokens at complete
     labels lead to the accepting state ``n_nodes + label``.
+
+    The plain one-function version, kept as the reference :func:`intersect_nodes` (what the
+    automaton runs, over every node or one node per subtree class) is tested against.
     """
     n_nodes = l_cindptr.shape[0] - 1
     root_next = np.full(256, -1, np.int32)
@@ -460,6 +463,10 @@ def subtree_classes(child_indptr, child_nodes, byte_in, terminal):
     its class representative's edges shifted by ``node - rep``. Returns
     ``cls`` (class of each node) and ``rep`` (the first node of each class,
     the highest id, since nodes are visited from the leaves up).
+
+    A node with one child (most of a label trie: the rest of a name) is looked up in its child's
+    class's short list of (byte, terminal) keys, which stays in cache; the others in a hash table
+    over their whole child lists. A class holds nodes of one child count, so the two never meet.
     """
     n = child_indptr.shape[0] - 1
     cls = np.empty(n, np.int32)
@@ -471,9 +478,32 @@ def subtree_classes(child_indptr, child_nodes, byte_in, terminal):
     mask = size - 1
     table = np.full(size, -1, np.int32)
     n_cls = 0
+    head = np.full(n, -1, np.int32)  # per class: its one-child parents' first list entry
+    e_key = np.empty(n, np.int32)
+    e_cls = np.empty(n, np.int32)
+    e_next = np.empty(n, np.int32)
+    n_e = 0
     for v in range(n - 1, -1, -1):
         a = child_indptr[v]
         b = child_indptr[v + 1]
+        if b - a == 1:
+            cc = cls[child_nodes[a]]
+            key = np.int32(byte_in[child_nodes[a]]) * 2 + np.int32(terminal[v])
+            q = head[cc]
+            while q >= 0 and e_key[q] != key:
+                q = e_next[q]
+            if q >= 0:
+                cls[v] = e_cls[q]
+                continue
+            e_key[n_e] = key
+            e_cls[n_e] = n_cls
+            e_next[n_e] = head[cc]
+            head[cc] = n_e
+            n_e += 1
+            rep[n_cls] = v
+            cls[v] = n_cls
+            n_cls += 1
+            continue
         h = np.int64(b - a) * np.int64(0x9E3779B1) + np.int64(terminal[v])
         for k in range(a, b):
             c = child_nodes[k]
@@ -513,10 +543,113 @@ def subtree_classes(child_indptr, child_nodes, byte_in, terminal):
 subtree_classes = njit(subtree_classes)
 
 
+def _walk_node(n, l_cindptr, l_cnodes, l_byte, root_next, lvl1, v_cindptr, v_cbytes, v_cnodes,
+               v_tindptr, v_tids, toks, dest, e, stack_u, stack_s):
+    """Append the edges out of label-trie node ``n`` (unsorted) at ``toks[e:]``, ``dest[e:]``.
+
+    Returns the new end, -1 when the edges do not fit in ``toks``, -2 when the walk outgrows the stack.
+    Nothing here reallocates: an array assigned inside a numba loop is reference-counted on every
+    pass, which cost more than the walk itself (``intersect_nodes`` grows the arrays and retries)."""
+    cap = toks.shape[0]
+    stack_u[0] = n
+    stack_s[0] = 0
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        u = stack_u[sp]
+        s = stack_s[sp]
+        la = l_cindptr[u]
+        lb = l_cindptr[u + 1]
+        if sp + lb - la > stack_u.shape[0]:
+            return -2
+        for k in range(la, lb):
+            c = l_cnodes[k]
+            b = l_byte[c]
+            if s == 0:
+                s2 = root_next[b]
+            elif s < 0:  # depth-1 vocabulary node, encoded as -(first byte) - 1
+                s2 = lvl1[-s - 1, b]
+            else:
+                s2 = _search(v_cbytes, v_cnodes, v_cindptr[s], v_cindptr[s + 1], b)
+            if s2 < 0:
+                continue
+            j0 = v_tindptr[s2]
+            j1 = v_tindptr[s2 + 1]
+            if e + j1 - j0 > cap:
+                return -1
+            for j in range(j0, j1):
+                toks[e] = v_tids[j]
+                dest[e] = c
+                e += 1
+            if v_cindptr[s2 + 1] > v_cindptr[s2]:
+                if s == 0:
+                    s2 = -np.int32(b) - 1
+                stack_u[sp] = c
+                stack_s[sp] = s2
+                sp += 1
+    return e
+
+
+_walk_node = njit(_walk_node)
+
+
+def _sort_slice(toks, dest, start, end, scratch):
+    """Sort ``toks[start:end]`` (distinct) with ``dest`` alongside: insertion sort where short."""
+    if end - start > 24:
+        _sort_pairs(toks, dest, start, end, scratch)
+        return
+    for a in range(start + 1, end):
+        tv = toks[a]
+        dv = dest[a]
+        j = a - 1
+        while j >= start and toks[j] > tv:
+            toks[j + 1] = toks[j]
+            dest[j + 1] = dest[j]
+            j -= 1
+        toks[j + 1] = tv
+        dest[j + 1] = dv
+
+
+_sort_slice = njit(_sort_slice)
+
+
+def _edges_from(i0, todo, l_cindptr, l_cnodes, l_byte, l_label, root_next, lvl1, v_cindptr, v_cbytes,
+                v_cnodes, v_tindptr, v_tids, end_ids, toks, dest, indptr, stack_u, stack_s, scratch):
+    """Edges of ``todo[i0:]`` written (sorted per node) until an array is full.
+
+    Returns ``(i, status)``: the first node not written and 0 when all were, -1 when ``toks`` is
+    full, -2 when the stack is."""
+    n_nodes = l_cindptr.shape[0] - 1
+    ne = end_ids.shape[0]
+    cap = toks.shape[0]
+    e = indptr[i0]
+    for i in range(i0, todo.shape[0]):
+        n = todo[i]
+        start = e
+        e = _walk_node(n, l_cindptr, l_cnodes, l_byte, root_next, lvl1, v_cindptr, v_cbytes, v_cnodes,
+                       v_tindptr, v_tids, toks, dest, e, stack_u, stack_s)
+        if e < 0:
+            return i, e
+        lab = l_label[n]
+        if lab >= 0:
+            if e + ne > cap:
+                return i, -1
+            for j in range(ne):
+                toks[e] = end_ids[j]
+                dest[e] = n_nodes + lab
+                e += 1
+        _sort_slice(toks, dest, start, e, scratch)
+        indptr[i + 1] = e
+    return todo.shape[0], 0
+
+
+_edges_from = njit(_edges_from)
+
+
 def intersect_nodes(
     l_cindptr, l_cnodes, l_byte, l_label,
     v_cindptr, v_cbytes, v_cnodes, v_tindptr, v_tids,
-    end_ids, todo, l_cbytes,
+    end_ids, todo,
 ):
     """:func:`intersect` for the label-trie nodes ``todo`` only (CSR over ``todo``'s order)."""
     n_nodes = l_cindptr.shape[0] - 1
@@ -534,103 +667,29 @@ def intersect_nodes(
     toks = np.empty(cap, np.int32)
     dest = np.empty(cap, np.int32)
     indptr = np.zeros(n_todo + 1, np.int64)
-    stack_u = np.empty(64, np.int32)
-    stack_s = np.empty(64, np.int32)
+    stack_u = np.empty(1024, np.int32)
+    stack_s = np.empty(1024, np.int32)
     scratch = np.empty(n_nodes + 64, np.int64)
-    e = 0
-    for i in range(n_todo):
-        n = todo[i]
-        start = e
-        stack_u[0] = n
-        stack_s[0] = 0
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            u = stack_u[sp]
-            s = stack_s[sp]
-            la = l_cindptr[u]
-            lb = l_cindptr[u + 1]
-            # deep vocabulary node with fewer children than the label node: walk its children
-            by_vocab = s > 0 and (v_cindptr[s + 1] - v_cindptr[s]) * 4 < lb - la
-            if by_vocab:
-                k_lo = v_cindptr[s]
-                k_hi = v_cindptr[s + 1]
-            else:
-                k_lo = la
-                k_hi = lb
-            for k in range(k_lo, k_hi):
-                if by_vocab:
-                    b = v_cbytes[k]
-                    c = _search(l_cbytes, l_cnodes, la, lb, b)
-                    if c < 0:
-                        continue
-                    s2 = v_cnodes[k]
-                else:
-                    c = l_cnodes[k]
-                    b = l_byte[c]
-                    if s == 0:
-                        s2 = root_next[b]
-                    elif s < 0:
-                        s2 = lvl1[-s - 1, b]
-                    else:
-                        s2 = _search(v_cbytes, v_cnodes, v_cindptr[s], v_cindptr[s + 1], b)
-                    if s2 < 0:
-                        continue
-                nt = v_tindptr[s2 + 1] - v_tindptr[s2]
-                if e + nt > cap:
-                    cap = 2 * cap + nt
-                    t2 = np.empty(cap, np.int32)
-                    d2 = np.empty(cap, np.int32)
-                    t2[:e] = toks[:e]
-                    d2[:e] = dest[:e]
-                    toks = t2
-                    dest = d2
-                for j in range(v_tindptr[s2], v_tindptr[s2 + 1]):
-                    toks[e] = v_tids[j]
-                    dest[e] = c
-                    e += 1
-                if v_cindptr[s2 + 1] > v_cindptr[s2]:
-                    if s == 0:
-                        s2 = -np.int32(b) - 1
-                    if sp == stack_u.shape[0]:
-                        su = np.empty(2 * sp, np.int32)
-                        ss = np.empty(2 * sp, np.int32)
-                        su[:sp] = stack_u[:sp]
-                        ss[:sp] = stack_s[:sp]
-                        stack_u = su
-                        stack_s = ss
-                    stack_u[sp] = c
-                    stack_s[sp] = s2
-                    sp += 1
-        lab = l_label[n]
-        if lab >= 0:
-            ne = end_ids.shape[0]
-            if e + ne > cap:
-                cap = 2 * cap + ne
-                t2 = np.empty(cap, np.int32)
-                d2 = np.empty(cap, np.int32)
-                t2[:e] = toks[:e]
-                d2[:e] = dest[:e]
-                toks = t2
-                dest = d2
-            for j in range(ne):
-                toks[e] = end_ids[j]
-                dest[e] = n_nodes + lab
-                e += 1
-        if e - start > 24:
-            _sort_pairs(toks, dest, start, e, scratch)
-        else:
-            for a in range(start + 1, e):
-                tv = toks[a]
-                dv = dest[a]
-                j = a - 1
-                while j >= start and toks[j] > tv:
-                    toks[j + 1] = toks[j]
-                    dest[j + 1] = dest[j]
-                    j -= 1
-                toks[j + 1] = tv
-                dest[j + 1] = dv
-        indptr[i + 1] = e
+    i = 0
+    while True:
+        i, status = _edges_from(i, todo, l_cindptr, l_cnodes, l_byte, l_label, root_next, lvl1,
+                                v_cindptr, v_cbytes, v_cnodes, v_tindptr, v_tids, end_ids, toks, dest, indptr,
+                                stack_u, stack_s, scratch)
+        if status == 0:
+            break
+        if status == -2:  # a walk outgrew the stack: double it, then redo that node
+            stack_u = np.empty(2 * stack_u.shape[0], np.int32)
+            stack_s = np.empty(2 * stack_s.shape[0], np.int32)
+            continue
+        e = indptr[i]  # the edge tables are full: double them, keep the nodes written, redo node i
+        cap = 2 * cap + 1024
+        t2 = np.empty(cap, np.int32)
+        d2 = np.empty(cap, np.int32)
+        t2[:e] = toks[:e]
+        d2[:e] = dest[:e]
+        toks = t2
+        dest = d2
+    e = indptr[n_todo]
     return indptr, toks[:e].copy(), dest[:e].copy()
 
 

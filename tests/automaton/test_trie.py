@@ -545,6 +545,29 @@ def test_nodes_with_many_allowed_tokens_grow_the_edge_tables(labels):
         assert len(pieces) - 1 in auto.allowed(node).tolist()
 
 
+def test_a_walk_deeper_than_the_first_stack_grows_it():
+    """Sixty siblings at each of 20 levels, every prefix a token: the walk from the root keeps ~59 pending
+    nodes per level (~1,180, over the 1,024 the kernel starts with), so its stack grows and the node is
+    redone; the edges equal the plain intersection's, and labels are spelled one byte at a time."""
+    from judge.automaton.vocab import Vocabulary
+
+    others = [chr(c) for c in range(0x21, 0x7F) if chr(c) not in "az"][:60]
+    labels = ["a" * d + x + "z" for d in range(20) for x in others]
+    prefixes = sorted({lab[:i].encode() for lab in labels for i in range(1, len(lab) + 1)} | {b"z"})
+    v = Vocabulary.from_token_bytes(prefixes + [b""], end_token_ids=[len(prefixes)])
+    auto = TrieAutomaton.build(labels, v)
+    for a, b in zip(_plain_intersect(labels, v), (auto.indptr, auto.token_ids, auto.next_nodes)):
+        np.testing.assert_array_equal(a, b)
+    assert len(auto.allowed(auto.root)) == len(prefixes) - 1  # at the root: every token but "z"
+    one = {p: i for i, p in enumerate(prefixes)}
+    for lab in labels[::97]:
+        node = auto.root
+        for ch in lab.encode():
+            node = auto.next(node, one[bytes([ch])])
+            assert node >= 0, lab
+        assert auto.label_at(auto.next(node, len(prefixes))) == labels.index(lab)
+
+
 # --- mask_logits: the bitmask and its kernel in one pass ---------------------
 
 def _reference_mask(auto, V, node):
