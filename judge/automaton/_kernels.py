@@ -336,6 +336,10 @@ def build_trie_msd(data, offsets):
 
     Returns parent, byte_in, depth, node_of and ``dup``: -1, or the id of a
     string that ends at the same node as an earlier one (a duplicate).
+
+    Each string's start and length travel beside its id through the partitions (and its byte at
+    the current depth is read once per level into ``keys``), so the passes over a group read
+    arrays in order instead of through the ids.
     """
     m = offsets.shape[0] - 1
     total = 0
@@ -348,18 +352,25 @@ def build_trie_msd(data, offsets):
             maxlen = ls
         if ls > 0:
             n_idx += 1
-    cap = total + 1
-    parent = np.full(cap, -1, np.int32)
-    byte_in = np.zeros(cap, np.uint8)
-    depth = np.zeros(cap, np.int32)
+    cap = total + 1  # every node is written before it is read: no fill needed
+    parent = np.empty(cap, np.int32)
+    byte_in = np.empty(cap, np.uint8)
+    depth = np.empty(cap, np.int32)
     node_of = np.full(m, -1, np.int32)
     idx = np.empty(n_idx, np.int64)
+    pos = np.empty(n_idx, np.int64)   # idx's start offsets, permuted with it
+    lng = np.empty(n_idx, np.int64)   # idx's lengths, permuted with it
     j = 0
     for s in range(m):
         if offsets[s + 1] > offsets[s]:
             idx[j] = s
+            pos[j] = offsets[s]
+            lng[j] = offsets[s + 1] - offsets[s]
             j += 1
     tmp = np.empty(n_idx, np.int64)
+    tpos = np.empty(n_idx, np.int64)
+    tlng = np.empty(n_idx, np.int64)
+    keys = np.empty(n_idx, np.uint8)
     counts = np.zeros(257, np.int64)
     scap = 255 * (maxlen + 1) + 2
     st_lo = np.empty(scap, np.int64)
@@ -367,7 +378,6 @@ def build_trie_msd(data, offsets):
     st_par = np.empty(scap, np.int32)
     st_byte = np.empty(scap, np.uint8)
     st_d = np.empty(scap, np.int32)
-    sp = 0
     n_nodes = 0
     dup = -1
     st_lo[0] = 0
@@ -386,62 +396,81 @@ def build_trie_msd(data, offsets):
         parent[node] = st_par[sp]
         byte_in[node] = st_byte[sp]
         depth[node] = d
-        # strings ending here move to the front
         e = lo
         for k in range(lo, hi):
-            s = idx[k]
-            if offsets[s + 1] - offsets[s] == d:
+            if lng[k] == d:
+                s = idx[k]
                 if e > lo:
                     dup = s
                 node_of[s] = node
                 idx[k] = idx[e]
                 idx[e] = s
+                pk = pos[k]
+                pos[k] = pos[e]
+                pos[e] = pk
+                lng[k] = lng[e]
+                lng[e] = d
                 e += 1
         lo = e
         if hi - lo == 0:
             continue
-        if hi - lo == 1:  # one string left: its rest is a chain
+        if hi - lo == 1:
             s = idx[lo]
-            ls = offsets[s + 1] - offsets[s]
+            ls = lng[lo]
+            p0 = pos[lo]
             prev = node
             for dd in range(d, ls):
                 c = n_nodes
                 n_nodes += 1
                 parent[c] = prev
-                byte_in[c] = data[offsets[s] + dd]
+                byte_in[c] = data[p0 + dd]
                 depth[c] = dd + 1
                 prev = c
             node_of[s] = prev
             continue
-        if hi - lo <= 32:  # insertion sort by the byte at depth d
+        for k in range(lo, hi):
+            keys[k] = data[pos[k] + d]
+        if hi - lo <= 32:
             for k in range(lo + 1, hi):
                 s = idx[k]
-                key = data[offsets[s] + d]
+                pk = pos[k]
+                lk = lng[k]
+                key = keys[k]
                 q = k - 1
-                while q >= lo and data[offsets[idx[q]] + d] > key:
+                while q >= lo and keys[q] > key:
                     idx[q + 1] = idx[q]
+                    pos[q + 1] = pos[q]
+                    lng[q + 1] = lng[q]
+                    keys[q + 1] = keys[q]
                     q -= 1
                 idx[q + 1] = s
-        else:  # counting sort
+                pos[q + 1] = pk
+                lng[q + 1] = lk
+                keys[q + 1] = key
+        else:
             for b in range(257):
                 counts[b] = 0
             for k in range(lo, hi):
-                counts[np.int64(data[offsets[idx[k]] + d]) + 1] += 1
+                counts[np.int64(keys[k]) + 1] += 1
             for b in range(256):
                 counts[b + 1] += counts[b]
             for k in range(lo, hi):
-                s = idx[k]
-                b = data[offsets[s] + d]
-                tmp[lo + counts[b]] = s
+                b = keys[k]
+                t = lo + counts[b]
+                tmp[t] = idx[k]
+                tpos[t] = pos[k]
+                tlng[t] = lng[k]
                 counts[b] += 1
             for k in range(lo, hi):
                 idx[k] = tmp[k]
-        # runs of equal bytes, pushed in reverse so the smallest byte pops first
+                pos[k] = tpos[k]
+                lng[k] = tlng[k]
+                keys[k] = data[pos[k] + d]
         k = hi
         while k > lo:
-            b = data[offsets[idx[k - 1]] + d]
+            b = keys[k - 1]
             q = k - 1
-            while q > lo and data[offsets[idx[q - 1]] + d] == b:
+            while q > lo and keys[q - 1] == b:
                 q -= 1
             st_lo[sp] = q
             st_hi[sp] = k
@@ -454,6 +483,41 @@ def build_trie_msd(data, offsets):
 
 
 build_trie_msd = njit(build_trie_msd)
+
+
+def split_joined(data, n):
+    """Lengths of the ``n`` strings joined by NUL bytes in ``data`` (ASCII), and whether one is blank.
+
+    Returns ``(lens, blank)``: ``lens`` (n,) int64, empty when ``data`` does not hold exactly
+    ``n - 1`` NUL bytes (a string holds one: the caller splits another way); ``blank`` is True
+    when a string is empty or only ASCII whitespace (what ``str.isspace`` calls whitespace).
+    """
+    zeros = 0
+    for k in range(data.shape[0]):
+        if data[k] == 0:
+            zeros += 1
+    if zeros != n - 1:
+        return np.empty(0, np.int64), False
+    lens = np.empty(n, np.int64)
+    blank = False
+    i = 0
+    start = 0
+    only_space = True
+    for k in range(data.shape[0] + 1):
+        c = 0 if k == data.shape[0] else data[k]
+        if c == 0:
+            lens[i] = k - start
+            if only_space:
+                blank = True
+            i += 1
+            start = k + 1
+            only_space = True
+        elif only_space and not (c == 32 or 9 <= c <= 13 or 28 <= c <= 31):
+            only_space = False
+    return lens, blank
+
+
+split_joined = njit(split_joined)
 
 
 def subtree_classes(child_indptr, child_nodes, byte_in, terminal):

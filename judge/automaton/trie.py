@@ -459,21 +459,27 @@ def _encode_labels(labels) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes of all labels concatenated, and offsets (raises on invalid labels)."""
     labels = as_label_list(labels)
     try:  # fast path; duplicates are caught by the trie (two labels ending at one node)
-        joined = "".join(labels)
-        raw = joined.encode("utf-8")
-        if len(raw) == len(joined):  # all ASCII: byte lengths are the string lengths
-            lens = np.fromiter(map(len, labels), np.int64, len(labels))
-        else:
-            enc = [lab.encode("utf-8") for lab in labels]
-            lens = np.fromiter(map(len, enc), np.int64, len(enc))
-        blank = any(map(str.isspace, labels))
+        joined = "\x00".join(labels)
     except TypeError:
-        lens, blank = None, True
-    if blank or not labels or lens.min() == 0:
+        validate_labels(labels)  # raises the precise error
+        raise
+    raw = joined.encode("utf-8")
+    lens = np.empty(0, np.int64)
+    if labels and len(raw) == len(joined):  # ASCII: the lengths and blanks in one compiled pass
+        data = np.frombuffer(raw, dtype=np.uint8)
+        lens, blank = K.split_joined(data, len(labels))
+        if lens.shape[0]:
+            data = data[data != 0] if len(labels) > 1 else data
+    if not lens.shape[0]:  # some label is not ASCII or holds a NUL character
+        enc = [lab.encode("utf-8") for lab in labels]
+        data = np.frombuffer(b"".join(enc), dtype=np.uint8)
+        lens = np.fromiter(map(len, enc), np.int64, len(enc))
+        blank = any(map(str.isspace, labels)) or (bool(labels) and lens.min() == 0)
+    if blank or not labels:
         validate_labels(labels)  # raises the precise error
     offsets = np.zeros(len(labels) + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
-    return np.frombuffer(raw, dtype=np.uint8), offsets
+    return data, offsets
 
 
 def _spells_every_byte(ltrie, vtrie) -> bool:

@@ -274,6 +274,11 @@ def vocab_encode(vocab, text: bytes):
         ([], r"The label list is empty"),
         (["a", "a"], r"Duplicate label 'a' at positions 0 and 1"),
         (["a", "  "], r"Label 1 is empty or only whitespace"),
+        (["a", "b", ""], r"Label 2 is empty or only whitespace"),
+        (["a", "\x1c\t"], r"Label 1 is empty or only whitespace"),  # str.isspace's ASCII separators
+        (["\x00", " \u00a0"], r"Label 1 is empty or only whitespace"),  # a NUL label; a non-ASCII blank
+        (["a", "\u3000"], r"Label 1 is empty or only whitespace"),
+        (["a\x00b", "a\x00b"], r"Duplicate label 'a\\x00b' at positions 0 and 1"),
         (["a", 3], r"Label 1 is a int \(3\), not a str"),
         ("abc", r"labels must be a sequence of strings, got a single str"),
     ],
@@ -281,6 +286,18 @@ def vocab_encode(vocab, text: bytes):
 def test_bad_labels(labels, message):
     with pytest.raises(LabelError, match=message):
         TrieAutomaton.build(labels, load_vocab("gpt2"))
+
+
+@pytest.mark.parametrize("labels", [
+    ["ab", "abc", "b"], ["a"], ["x" * 300, "y"],
+    ["a\x00b", "a", "\x00"],          # NUL inside labels: the joined split cannot be used
+    ["café", "cafe", "日本"],           # not ASCII
+    ["a b", " a", "a\x1f", "\x7f"],      # spaces inside labels, separators and DEL that are not blanks
+])
+def test_label_bytes_and_offsets_equal_each_labels_own_utf8(labels):
+    data, offsets = trie_mod._encode_labels(labels)
+    assert offsets.tolist() == np.cumsum([0] + [len(lab.encode()) for lab in labels]).tolist()
+    assert data.tobytes() == b"".join(lab.encode() for lab in labels)
 
 
 @pytest.mark.parametrize("labels", [["ab", "abc", "b"], ["ba", "cab"], ["a"]])
