@@ -278,6 +278,7 @@ def vocab_encode(vocab, text: bytes):
         (["a", "\x1c\t"], r"Label 1 is empty or only whitespace"),  # str.isspace's ASCII separators
         (["\x00", " \u00a0"], r"Label 1 is empty or only whitespace"),  # a NUL label; a non-ASCII blank
         (["a", "\u3000"], r"Label 1 is empty or only whitespace"),
+        (["é", ""], r"Label 1 is empty or only whitespace"),  # empty, on the path for non-ASCII labels
         (["a\x00b", "a\x00b"], r"Duplicate label 'a\\x00b' at positions 0 and 1"),
         (["a", 3], r"Label 1 is a int \(3\), not a str"),
         ("abc", r"labels must be a sequence of strings, got a single str"),
