@@ -213,8 +213,10 @@ def search(model, plan, dtype, root, items, trie: OptionTrie, *, bias=None, temp
     shared = _Context(trie, b, T, mode, eps, budget, per_round, int(subtree)) if b.ndim == 1 else None
     res = SearchResult(np.full(n, -1, np.int64), np.full(n, -np.inf), np.zeros(n, bool), np.full(n, np.inf),
                        np.zeros(n, np.int64), np.zeros(n, np.int64), [dict() for _ in range(n)])
+    # texts of similar prompt lengths share a batch: a batch's first pass is padded to its longest prompt
+    order = sorted(range(n), key=lambda i: len(items[i].ids))
     for s in range(0, n, batch_size):
-        idx = list(range(s, min(n, s + batch_size)))
+        idx = order[s:s + batch_size]
         ctxs = [shared or _Context(trie, b[i], T, mode, eps, budget, per_round, int(subtree)) for i in idx]
         states = _run(model, plan, dtype, root, [items[i] for i in idx], ctxs)
         for i, st in zip(idx, states):

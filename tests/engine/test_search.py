@@ -371,6 +371,42 @@ def test_search_settings_change_the_work_not_the_answer(tiny_llama):
             np.testing.assert_array_equal(r.rounds, base.rounds)
 
 
+def test_texts_are_batched_by_prompt_length_and_answered_in_their_own_order(tiny_llama, monkeypatch):
+    """Two short and two long prompts given interleaved, two texts per batch: each batch's first pass is as
+    wide as its own prompts (short with short, long with long: no padding up to a long one), and every
+    text gets its own answer, in the order given, whatever the order of the input."""
+    import judge.engine.search as search_mod
+
+    model, tok = tiny_llama
+    eng = Engine(model, tok)
+    labels = tool_names(40, 6)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    texts = ["pin", "Where is the money I sent to my sister yesterday, it never arrived at all?", "rate",
+             "I am still waiting on my new card, it has been more than two weeks since I ordered it?"]
+    items = [Item(eng.encode([("Text: ", False), (t, True), ("\nLabel:", False)]), seqs) for t in texts]
+    trie = OptionTrie(seqs)
+    widths, real = [], search_mod.read_logits
+
+    def recording(model, keep, **inputs):
+        if int(inputs["position_ids"][:, 0].max()) == 0:  # a batch's first pass: its prompts from position 0
+            widths.append(int(inputs["input_ids"].shape[1]))
+        return real(model, keep, **inputs)
+
+    monkeypatch.setattr(search_mod, "read_logits", recording)
+    r = eng.search(items, trie, batch_size=2)
+    lengths = sorted(len(it.ids) for it in items)
+    assert sorted(widths) == [lengths[1], lengths[3]], (widths, lengths)
+    monkeypatch.setattr(search_mod, "read_logits", real)
+    for order in ([3, 2, 1, 0], [1, 3, 0, 2]):
+        again = eng.search([items[i] for i in order], trie, batch_size=2)
+        np.testing.assert_array_equal(again.best, r.best[order])
+        np.testing.assert_allclose(again.best_score, r.best_score[order], atol=1e-5)
+        np.testing.assert_array_equal(again.fed, r.fed[order])
+    for i, it in enumerate(items):  # and each as its own search
+        alone = eng.search([it], trie)
+        assert alone.best[0] == r.best[i] and alone.fed[0] == r.fed[i]
+
+
 def test_search_refuses_bad_settings_with_the_value_given(tiny_llama):
     model, tok = tiny_llama
     eng = Engine(model, tok)
