@@ -407,6 +407,36 @@ def test_texts_are_batched_by_prompt_length_and_answered_in_their_own_order(tiny
         assert alone.best[0] == r.best[i] and alone.fed[0] == r.fed[i]
 
 
+def test_the_default_feeds_4_then_8_then_16_nodes_per_round(tiny_llama, monkeypatch):
+    """per_round=None: a text's first pass after its prompt feeds at most 4 trie nodes, then 8, then 16 at
+    most from there on; the answer is the one a fixed 16 per round finds."""
+    import judge.engine.search as search_mod
+
+    model, tok = tiny_llama
+    eng = Engine(model, tok)
+    labels = tool_names(300, 8)
+    seqs = eng.option_ids("Label:", [" " + x for x in labels])
+    item = Item(eng.encode([("Text: ", False), (TEXTS[4], True), ("\nLabel:", False)]), seqs)
+    trie = OptionTrie(seqs)
+    bias = np.random.default_rng(8).normal(0, 4.0, len(labels))  # a spread bias: many rounds
+    widths, real = [], search_mod.read_logits
+
+    def recording(model, keep, **inputs):
+        widths.append(int(inputs["input_ids"].shape[1]))
+        return real(model, keep, **inputs)
+
+    monkeypatch.setattr(search_mod, "read_logits", recording)
+    r = eng.search([item], trie, bias=bias)
+    monkeypatch.setattr(search_mod, "read_logits", real)
+    trie_passes = widths[1:]  # the first pass feeds the prompt
+    assert len(trie_passes) >= 4 and r.certified[0], widths
+    assert trie_passes[0] <= 4 and trie_passes[1] <= 8 and max(trie_passes) <= 16, trie_passes
+    assert max(trie_passes[:2]) < 16 <= max(trie_passes)  # it did grow
+    fixed = eng.search([item], trie, bias=bias, per_round=16)
+    assert fixed.best[0] == r.best[0]
+    np.testing.assert_allclose(fixed.best_score, r.best_score, atol=1e-5)
+
+
 def test_search_refuses_bad_settings_with_the_value_given(tiny_llama):
     model, tok = tiny_llama
     eng = Engine(model, tok)
@@ -418,7 +448,7 @@ def test_search_refuses_bad_settings_with_the_value_given(tiny_llama):
                     ({"mode": "tolerance", "eps": -0.1}, r"got -0\.1\.$"),
                     ({"budget": 0}, r"^budget must be a positive number of tokens or None, got 0\.$"),
                     ({"budget": 2.5}, r"got 2\.5\.$"),
-                    ({"per_round": 0}, r"^per_round must be >= 1, got 0\.$"),
+                    ({"per_round": 0}, r"^per_round must be >= 1 or None \(the doubling schedule\), got 0\.$"),
                     ({"bias": np.zeros(2)}, r"^bias must have one value per option \(3,\) or per text and option "
                                              r"\(1, 3\), got shape \(2,\)\.$"),
                     ({"temperature": 0.0}, r"^temperature must be a positive finite number, got 0\.0\.$"),
