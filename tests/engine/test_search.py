@@ -461,6 +461,8 @@ def test_search_refuses_bad_settings_with_the_value_given(tiny_llama):
         eng.search([Item([], seqs)], trie)
     r = eng.search(items, trie, mode="tolerance", eps=0.0)  # eps = 0: every label completed, exact
     assert r.certified.all() and np.isfinite(r.dense(3)).all() and (r.gap == 0).all()
+    one = eng.search(items, trie, per_round=1)  # the smallest setting is taken: one node per round
+    assert one.certified.all() and one.best[0] == eng.search(items, trie).best[0]
 
 
 def test_tolerance_gap_is_a_probability_bound_at_temperature_one(tiny_llama):
