@@ -137,105 +137,12 @@ def intersect(
     ends a token gives an edge (token, destination). End tokens at complete
     labels lead to the accepting state ``n_nodes + label``.
 
-    The plain one-function version, kept as the reference :func:`intersect_nodes` (what the
-    automaton runs, over every node or one node per subtree class) is tested against.
+    :func:`intersect_nodes` over every node, without the subtree classes: what the automaton
+    runs where the classes do not pay, and the reference the class path is tested against.
     """
-    n_nodes = l_cindptr.shape[0] - 1
-    root_next = np.full(256, -1, np.int32)
-    for k in range(v_cindptr[0], v_cindptr[1]):
-        root_next[v_cbytes[k]] = v_cnodes[k]
-    # dense transitions out of the depth-1 vocabulary nodes (at most 256 x 256)
-    lvl1 = np.full((256, 256), -1, np.int32)
-    for b1 in range(256):
-        s1 = root_next[b1]
-        if s1 >= 0:
-            for k in range(v_cindptr[s1], v_cindptr[s1 + 1]):
-                lvl1[b1, v_cbytes[k]] = v_cnodes[k]
-    cap = 4 * n_nodes + 16
-    toks = np.empty(cap, np.int32)
-    dest = np.empty(cap, np.int32)
-    indptr = np.zeros(n_nodes + 1, np.int64)
-    stack_u = np.empty(64, np.int32)
-    stack_s = np.empty(64, np.int32)
-    scratch = np.empty(n_nodes + 64, np.int64)
-    e = 0
-    for n in range(n_nodes):
-        start = e
-        sp = 0
-        stack_u[0] = n
-        stack_s[0] = 0
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            u = stack_u[sp]
-            s = stack_s[sp]
-            for k in range(l_cindptr[u], l_cindptr[u + 1]):
-                c = l_cnodes[k]
-                b = l_byte[c]
-                if s == 0:
-                    s2 = root_next[b]
-                elif s < 0:  # depth-1 vocabulary node, encoded as -(first byte) - 1
-                    s2 = lvl1[-s - 1, b]
-                else:
-                    s2 = _search(v_cbytes, v_cnodes, v_cindptr[s], v_cindptr[s + 1], b)
-                if s2 < 0:
-                    continue
-                nt = v_tindptr[s2 + 1] - v_tindptr[s2]
-                if e + nt > cap:
-                    cap = 2 * cap + nt
-                    t2 = np.empty(cap, np.int32)
-                    d2 = np.empty(cap, np.int32)
-                    t2[:e] = toks[:e]
-                    d2[:e] = dest[:e]
-                    toks = t2
-                    dest = d2
-                for j in range(v_tindptr[s2], v_tindptr[s2 + 1]):
-                    toks[e] = v_tids[j]
-                    dest[e] = c
-                    e += 1
-                if v_cindptr[s2 + 1] > v_cindptr[s2]:
-                    if s == 0:
-                        s2 = -np.int32(b) - 1
-                    if sp == stack_u.shape[0]:
-                        su = np.empty(2 * sp, np.int32)
-                        ss = np.empty(2 * sp, np.int32)
-                        su[:sp] = stack_u[:sp]
-                        ss[:sp] = stack_s[:sp]
-                        stack_u = su
-                        stack_s = ss
-                    stack_u[sp] = c
-                    stack_s[sp] = s2
-                    sp += 1
-        lab = l_label[n]
-        if lab >= 0:
-            ne = end_ids.shape[0]
-            if e + ne > cap:
-                cap = 2 * cap + ne
-                t2 = np.empty(cap, np.int32)
-                d2 = np.empty(cap, np.int32)
-                t2[:e] = toks[:e]
-                d2[:e] = dest[:e]
-                toks = t2
-                dest = d2
-            for j in range(ne):
-                toks[e] = end_ids[j]
-                dest[e] = n_nodes + lab
-                e += 1
-        if e - start > 24:
-            _sort_pairs(toks, dest, start, e, scratch)
-        else:  # insertion sort: slices are short at almost every node
-            for i in range(start + 1, e):
-                tv = toks[i]
-                dv = dest[i]
-                j = i - 1
-                while j >= start and toks[j] > tv:
-                    toks[j + 1] = toks[j]
-                    dest[j + 1] = dest[j]
-                    j -= 1
-                toks[j + 1] = tv
-                dest[j + 1] = dv
-        indptr[n + 1] = e
-    return indptr, toks[:e].copy(), dest[:e].copy()
+    todo = np.arange(l_cindptr.shape[0] - 1, dtype=np.int64)
+    return intersect_nodes(l_cindptr, l_cnodes, l_byte, l_label, v_cindptr, v_cbytes, v_cnodes, v_tindptr,
+                           v_tids, end_ids, todo)
 
 
 intersect = njit(intersect)

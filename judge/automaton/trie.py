@@ -500,7 +500,7 @@ def _intersect(ltrie, node_label, vtrie, ends):
     lt = (ltrie.child_indptr, ltrie.child_nodes, ltrie.byte_in, node_label)
     vt = (vtrie.child_indptr, vtrie.child_bytes, vtrie.child_nodes, vtrie.end_indptr, vtrie.end_ids)
     if rep.shape[0] >= _CLASS_RATIO * ltrie.n_nodes:
-        return K.intersect_nodes(*lt, *vt, ends, np.arange(ltrie.n_nodes, dtype=np.int64))
+        return K.intersect(*lt, *vt, ends)
     r_indptr, r_toks, r_dest = K.intersect_nodes(*lt, *vt, ends, rep.astype(np.int64))
     return K.expand_classes(cls, rep, r_indptr, r_toks, r_dest, node_label, ltrie.n_nodes)
 
