@@ -4,6 +4,8 @@
   training texts;
 * :func:`embed_lr` — logistic regression on text embeddings (standardised), C by cross-validation:
   with the packaged all-MiniLM-L6-v2's embeddings, the "MiniLM + LR" baseline;
+* :func:`setfit_peer` — SetFit itself (``setfit``, when installed: not a dependency) from the packaged
+  all-MiniLM-L6-v2: its cosine-similarity pairs, then its logistic head;
 * :func:`metrics` — accuracy (mean over draws) with a bootstrap interval, ECE beside its noise floor, NLL.
 
 What it deliberately does not do: compute features (bench/_fit_cache.py) or choose anything.
@@ -11,7 +13,7 @@ What it deliberately does not do: compute features (bench/_fit_cache.py) or choo
 
 from __future__ import annotations
 
-__all__ = ["tfidf_lr", "embed_lr", "metrics"]
+__all__ = ["tfidf_lr", "embed_lr", "setfit_peer", "metrics"]
 
 
 def _cv(y, cv=5, seed=0):
@@ -51,6 +53,29 @@ def embed_lr(Xtr, y, Xte, K):
     gs = GridSearchCV(pipe, {"logisticregression__C": [0.001, 0.01, 0.1, 1.0]}, cv=_cv(y), scoring="accuracy",
                       error_score=0.0).fit(Xtr, y)
     return _full_proba(gs.predict_proba(Xte), gs.best_estimator_.classes_, K), gs.best_params_
+
+
+def setfit_peer(train_texts, y, test_texts, K, *, iterations=20, seed=0):
+    """SetFit (its trainer, pairs and head) from the packaged MiniLM: (n, K) proba of ``test_texts``.
+
+    Raises ``ModuleNotFoundError`` when ``setfit`` (or its ``datasets``) is not importable.
+    """
+    import tempfile
+
+    import numpy as np
+    from datasets import Dataset
+    from setfit import SetFitModel, Trainer, TrainingArguments
+
+    from judge.encoders import embedder_folder
+
+    model = SetFitModel.from_pretrained(str(embedder_folder()))
+    with tempfile.TemporaryDirectory() as out:  # the trainer's checkpoints: not in the work tree
+        args = TrainingArguments(output_dir=out, batch_size=16, num_iterations=iterations, num_epochs=1, seed=seed,
+                                 report_to="none", show_progress_bar=False)
+        Trainer(model=model, args=args,
+                train_dataset=Dataset.from_dict({"text": list(train_texts), "label": [int(v) for v in y]})).train()
+    p = np.asarray(model.predict_proba(list(test_texts)), np.float64)
+    return _full_proba(p, np.unique(np.asarray(y)), K)
 
 
 def _full_proba(p, classes, K):

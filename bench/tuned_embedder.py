@@ -35,27 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench._baselines import embed_lr
+from bench._baselines import embed_lr, setfit_peer
 from bench._fit_cache import per_class, rows
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-
-
-def _setfit(texts, y, ev_texts, iterations, seed):
-    import tempfile
-
-    from datasets import Dataset
-    from setfit import SetFitModel, Trainer, TrainingArguments
-
-    from judge.encoders import embedder_folder
-
-    model = SetFitModel.from_pretrained(str(embedder_folder()))
-    with tempfile.TemporaryDirectory() as out:  # the trainer's checkpoints: not in the work tree
-        args = TrainingArguments(output_dir=out, batch_size=16, num_iterations=iterations, num_epochs=1, seed=seed,
-                                 report_to="none", show_progress_bar=False)
-        Trainer(model=model, args=args,
-                train_dataset=Dataset.from_dict({"text": list(texts), "label": [int(v) for v in y]})).train()
-    return np.asarray(model.predict(list(ev_texts)))
 
 
 def point(dkey, shots, *, setfit_iterations, data, seed=0):
@@ -84,7 +67,7 @@ def point(dkey, shots, *, setfit_iterations, data, seed=0):
             out["SetFit"] = "not run: setfit is not installed (pip install setfit)"
         else:
             t0 = time.perf_counter()
-            pred = _setfit(texts, y, ev_texts, setfit_iterations, seed)
+            pred = setfit_peer(texts, y, ev_texts, K, iterations=setfit_iterations, seed=seed).argmax(1)
             out["SetFit"] = {"accuracy": float((pred == ev_y).mean()), "seconds": time.perf_counter() - t0,
                              "num_iterations": setfit_iterations}
     return out

@@ -262,3 +262,53 @@ def test_fit_predict_cost(tiny, datasets_dir, tmp_path):
     (row,) = json.loads((tmp_path / "c.json").read_text())
     assert row["dataset"] == "trec" and row["n_train"] == 2 * row["K"] and row["fitted_cpu_s"] > 0
     assert "answer_states" in row["fitted_parts_cpu_s"]
+
+
+def test_fit_curve_rows_with_the_tuned_embedder_and_the_setfit_peer(capsys):
+    """bench.fit_curve's rows on a toy point: the head, the tuned embedder + LR and the baselines each give a
+    metrics row with its cost; SetFit runs where it is installed and is said 'not run' where it is not."""
+    import numpy as np
+
+    from bench import fit_curve
+    from judge.encoders import SentenceEncoder
+
+    enc, words = SentenceEncoder(), [["card", "lost", "stolen"], ["rate", "exchange", "euro"], ["refund", "back"]]
+
+    def split(n, seed, name):
+        r = np.random.default_rng(seed)
+        y = np.arange(n) % 3
+        texts = [" ".join([*r.choice(words[c], 1), *r.choice(sum(words, []), 3)]) + f" {i}" for i, c in enumerate(y)]
+        return {"texts": texts, "y": y, "labels": ["card", "rate", "refund"], "idx": np.arange(n), "name": name,
+                "minilm": enc(texts).astype(float), "states": r.normal(size=(n, 8)), "scores": np.full((n, 3), -1.1)}
+
+    src, ev, val = split(12, 0, "pool4"), split(30, 1, "test"), split(30, 2, "validation")
+    L = np.asarray(enc(["card", "rate", "refund"]), float)
+    out = fit_curve.point("toy", 4, ev, val, src, L, 3, calibrate=True,
+                          methods=["default", "tuned-lr", "minilm", "tfidf", "setfit"], label_txt=["card", "rate", "refund"],
+                          setfit_iterations=1)
+    assert list(out) == ["head (fit default)", "tuned MiniLM + LR", "MiniLM + LR", "TF-IDF + LR", "SetFit"]
+    for name in ("head (fit default)", "tuned MiniLM + LR", "MiniLM + LR", "TF-IDF + LR"):
+        row = out[name]
+        assert row["n_train"] == 12 and row["draws"] == 1 and row["fit_seconds"] > 0 and 0 <= row["accuracy"] <= 1
+    assert out["head (fit default)"]["predict_texts_per_s"] > 0 and out["tuned MiniLM + LR"]["tuning_steps"] == [8]  # 4 batches (one text per class) x 2 epochs
+    if importlib.util.find_spec("setfit") is None:
+        assert out["SetFit"].startswith("not run: setfit is not installed")
+    else:
+        assert out["SetFit"]["num_iterations"] == [1]
+    with pytest.raises(SystemExit, match="unknown --methods"):
+        fit_curve.main(["report", "--dkeys", "trec", "--methods", "default,nope"])
+
+
+def test_fit_curve_reads_a_pool_from_a_larger_pools_cache(monkeypatch):
+    """pool4's rows are a prefix of pool16's, so with no training-split cache its features come from pool16's."""
+    import numpy as np
+
+    from bench import fit_curve
+
+    idx16 = np.array([3, 5, 8, 10, 11, 20])
+    monkeypatch.setattr(fit_curve, "rows", lambda d, sel, data: (None, None, None, idx16))
+    feats = {"pool16": np.arange(6, dtype=float)[:, None] * np.ones((1, 2))}
+    monkeypatch.setattr(fit_curve, "_ck", lambda d, sel, kind: feats.get(sel))
+    got = fit_curve._pool_rows("x", "pool4", np.array([5, 10, 20]), "states")
+    assert got[:, 0].tolist() == [1.0, 3.0, 5.0]
+    assert fit_curve._pool_rows("x", "pool4", np.array([5, 7]), "states") is None  # row 7 is in no cached pool
