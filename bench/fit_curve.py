@@ -122,12 +122,12 @@ def label_vectors(dkey, labels):
     return np.asarray(SentenceEncoder()(label_texts(labels, clf.label_names)), np.float64)
 
 
-def draws(y, n):
+def draws(y, n, n_draws=5):
     if n == "full":
         return [np.arange(len(y))]
     if n <= 4:
         seen, out = set(), []
-        for seed in range(5):
+        for seed in range(n_draws):
             dd = per_class(y, n, seed)
             if tuple(dd) not in seen:
                 seen.add(tuple(dd))
@@ -159,7 +159,8 @@ def head_of(train, rows_, L, K, features=None):
     return head, None
 
 
-def _frozen_head_scores(head, ev, L):
+def frozen_head_scores(head, ev, L):
+    """(n, K) log-probabilities of a head on the cached features of ``ev`` (the frozen MiniLM's embeddings)."""
     from judge.fusion import label_similarity
 
     sim = label_similarity(lambda t: ev["minilm"], [None] * len(ev["y"]), L)
@@ -197,7 +198,7 @@ def head_scores(head, ev, L):
     if head.report.get("tuned"):  # the head's own (tuned) embedder reads the texts, as predict does
         s, feats, sim = head.features_of(None, ev["texts"], None, given={"hidden": ev["states"], "scores": ev["scores"]})
         return head.log_proba(s, feats, sim)
-    return _frozen_head_scores(head, ev, L)
+    return frozen_head_scores(head, ev, L)
 
 
 #: The rows of the curve: the library's heads, then the baselines and the peer (``--methods`` picks by key).
@@ -258,12 +259,13 @@ def _fit_predict(method, src, d, ev, val, L, K, *, calibrate, fixed_set, label_t
 
 
 def point(dkey, n, ev, val, src, L, K, *, calibrate, fixed=(), methods=("default", "minilm", "tfidf"),
-          label_txt=(), setfit_iterations=20):
+          label_txt=(), setfit_iterations=20, n_draws=5):
     """Every method at one point of the curve (drawn from ``src``): {method: metrics or 'not run: ...'}."""
-    if src["states"] is None or src["minilm"] is None:
+    lm = any(m == "default" for m in methods) or bool(fixed) or "tuned" in methods
+    if src["minilm"] is None or (lm and src["states"] is None):
         return {"all": f"not run: states or minilm of the training rows ({src['name']}) not cached"}
     out = {}
-    sets = draws(src["y"], n)
+    sets = draws(src["y"], n, n_draws)
     names = [METHODS[m] for m in methods if m == "default"] + [f"head ({f})" for f in fixed] + \
         [METHODS[m] for m in methods if m != "default"]
     for method in names:
@@ -298,11 +300,16 @@ def point(dkey, n, ev, val, src, L, K, *, calibrate, fixed=(), methods=("default
     return out
 
 
+def fx_arg(args):
+    """The fixed feature sets asked for (``--fixed``)."""
+    return [f for f in args.fixed.split(",") if f]
+
+
 def run(args, *, eval_sel, calibrate):
     from judge.adaptation import auto_candidates
     from judge.fusion import label_texts
 
-    out = {"eval": eval_sel, "calibrated": calibrate, "methods": args.methods, "datasets": {}}
+    out = {"eval": eval_sel, "calibrated": calibrate, "methods": args.methods, "draws": args.draws, "datasets": {}}
     if "setfit" in args.methods.split(","):
         out["setfit_iterations"] = args.setfit_iterations
     shots = [s if s == "full" else int(s) for s in args.shots.split(",")]
@@ -318,7 +325,8 @@ def run(args, *, eval_sel, calibrate):
         K = len(ev["labels"])
         L = label_vectors(dkey, ev["labels"])
         label_txt = label_texts(ev["labels"], classifier(dkey, ev["labels"]).label_names)
-        if ev["states"] is None or ev["minilm"] is None or ev["scores"] is None:
+        lm = any(m in ("default", "tuned") for m in methods) or bool(fx_arg(args))
+        if ev["minilm"] is None or (lm and (ev["states"] is None or ev["scores"] is None)):
             out["datasets"][dkey] = f"not run: features of {eval_sel} not cached"
             print(f"{dkey:<10} {out['datasets'][dkey]}")
             continue
@@ -328,12 +336,12 @@ def run(args, *, eval_sel, calibrate):
             fx = auto_candidates(1, K, "exact", embedder=True) + fx
         for n in shots:  # 1 and 4 per class: five draws from pool4; 16: pool16 (the seed-0 draw of train) if cached
             src = pools["pool4"] if n != "full" and n <= 4 else pools["pool16"] if n == 16 else train
-            if src["name"] == "pool16" and src["states"] is None:
+            if src["name"] == "pool16" and (src["minilm"] is None or (lm and src["states"] is None)):
                 src = train
             res["points"][str(n)] = point(dkey, n, ev, val, src, L, K, calibrate=calibrate,
                                           fixed=[f.replace("+scores", "") if n == "full" or n > 8 else f for f in fx],
                                           methods=methods, label_txt=label_txt,
-                                          setfit_iterations=args.setfit_iterations)
+                                          setfit_iterations=args.setfit_iterations, n_draws=args.draws)
         out["datasets"][dkey] = res
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
@@ -352,6 +360,8 @@ def main(argv=None):
                     help=f"rows, comma-separated keys of {sorted(METHODS)} (tuned, tuned-lr and setfit tune an "
                          "embedder per draw: minutes per point on CPU)")
     ap.add_argument("--setfit-iterations", type=int, default=20, help="SetFit's num_iterations (its default: 20)")
+    ap.add_argument("--draws", type=int, default=5, help="seeded draws at 1 and 4 per class (the first N of 5; "
+                    "fewer for the slow rows, read beside the others' accuracy_per_draw)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--json", help="write the results here (after every dataset)")
     args = ap.parse_args(argv)

@@ -299,6 +299,31 @@ def test_fit_curve_rows_with_the_tuned_embedder_and_the_setfit_peer(capsys):
         fit_curve.main(["report", "--dkeys", "trec", "--methods", "default,nope"])
 
 
+@pytest.mark.slow
+def test_fit_curve_tuned_head_reads_the_test_texts_through_its_tuned_embedder():
+    """The tuned row's head (six tunings: five folds and the final one) scores new texts through its own tuned
+    embedder, not the cached frozen embeddings: its scores differ from those the frozen features give."""
+    import numpy as np
+
+    from bench import fit_curve
+    from judge.encoders import SentenceEncoder
+
+    enc, words = SentenceEncoder(), [["card", "lost", "stolen"], ["rate", "exchange", "euro"], ["refund", "back"]]
+    r = np.random.default_rng(0)
+    y = np.arange(42) % 3
+    texts = [" ".join([*r.choice(words[c], 1), *r.choice(sum(words, []), 3)]) + f" {i}" for i, c in enumerate(y)]
+    d = {"texts": texts, "y": y, "minilm": enc(texts).astype(float), "states": r.normal(size=(42, 8)),
+         "scores": np.full((42, 3), -1.1)}
+    ev = {k: v[30:] for k, v in d.items()}
+    L = np.asarray(enc(["card", "rate", "refund"]), float)
+    head, why = fit_curve.tuned_head_of(d, np.arange(30), L, 3, ["card", "rate", "refund"], mode=True)
+    assert why is None and head.report["tuned"]
+    s = fit_curve.head_scores(head, ev, L)
+    assert s.shape == (12, 3) and np.allclose(np.exp(s).sum(1), 1)
+    frozen = fit_curve.frozen_head_scores(head, ev, L)  # the same head reading the frozen embeddings
+    assert not np.allclose(s, frozen)
+
+
 def test_fit_curve_reads_a_pool_from_a_larger_pools_cache(monkeypatch):
     """pool4's rows are a prefix of pool16's, so with no training-split cache its features come from pool16's."""
     import numpy as np
