@@ -13,6 +13,7 @@ Two parts, each printing a table and writing JSON (``--json``):
 
     python -m bench.fit_cost head --json bench/results/fit_cost_head.json
     python -m bench.fit_cost fit --labels 4 --per-class 7 --json bench/results/fit_cost_fit.json
+    python -m bench.fit_cost fit --labels 77 --per-class 8 --tune-embedder auto --json bench/results/fit_cost_fit_616_tuned.json
 
 Run it from a base commit's checkout too to compare (it uses public names only). What it deliberately
 does not do: measure accuracy (bench/learning_curve.py does).
@@ -95,10 +96,14 @@ def fit(args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t = time.perf_counter()
-        clf.fit(texts, y)
+        opts = {"tune_embedder": args.tune_embedder} if args.tune_embedder is not False else {}
+        if args.max_seconds:
+            opts["max_seconds"] = args.max_seconds
+        clf.fit(texts, y, **opts)
         total = time.perf_counter() - t
     rep = getattr(clf.adaptation_, "report", None) or {}
     out = {"part": "fit", "texts": len(texts), "labels": len(labels), "seconds": total, "threads": args.threads,
+           "tune_embedder": args.tune_embedder, "max_seconds": args.max_seconds, "tuned": rep.get("tuned"),
            "load": os.getloadavg()[0], "features": getattr(clf.adaptation_, "features", None),
            "report_timings": {k: v for k, v in rep.items() if "second" in k or k.endswith("_s")}}
     print(json.dumps(out, indent=1))
@@ -115,8 +120,12 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-dir", default=DATA)
+    ap.add_argument("--tune-embedder", choices=("False", "True", "auto"), default="False",
+                    help="fit: fit(..., tune_embedder=...) (the tuned-embedder candidate)")
+    ap.add_argument("--max-seconds", type=float, default=None, help="fit: fit(..., max_seconds=...)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
+    args.tune_embedder = {"False": False, "True": True}.get(args.tune_embedder, args.tune_embedder)
     out = {"head": head, "fit": fit}[args.part](args)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
