@@ -136,27 +136,34 @@ def draws(y, n, n_draws=5):
     return [per_class(y, n, 0)]
 
 
-def head_of(train, rows_, L, K, features=None):
-    """The library's head on a draw of the training rows (``features``: a fixed set, else auto)."""
-    from judge.adaptation import auto_candidates, fit_head_choosing
+def head_of(train, rows_, L, K, features=None, *, tune=None, label_txt=()):
+    """The library's head on a draw of the training rows (``features``: a fixed set, else auto).
+
+    ``tune``: None (the frozen embedder, `judge.adaptation.fit_head_choosing`), or ``fit(...,
+    tune_embedder=tune)``'s head (`judge.adaptation.fit_head_tuned`: the candidates reading the embedder
+    also compete with it tuned per fold on the texts, compared with ``label_txt``).
+    """
+    from judge.adaptation import auto_candidates, fit_head_choosing, fit_head_tuned
+    from judge.adaptation.fit import parse_features
+    from judge.encoders import TfidfEncoder
     from judge.fusion import label_similarity
 
     y = train["y"][rows_]
     cands = [features] if features else auto_candidates(len(rows_), K, "exact", embedder=True)
     if any("scores" in c for c in cands) and train["scores"] is None:
         return None, "not run: no cached zero-shot scores of the training rows (pool4)"
-    from judge.encoders import TfidfEncoder
-
+    texts = [train["texts"][i] for i in rows_]
     blocks = {"hidden": train["states"][rows_], "embed": train["minilm"][rows_]}
     tfidf = None
     if any("tfidf" in c for c in cands):
-        texts = [train["texts"][i] for i in rows_]
         tfidf = TfidfEncoder(analyzer="word").fit(texts)
         blocks["tfidf"] = tfidf.encode(texts)
     sim = label_similarity(lambda t: train["minilm"][rows_], [None] * len(rows_), L)
-    head = fit_head_choosing(cands, blocks, y, K, scores=None if train["scores"] is None else train["scores"][rows_],
-                             similarity=sim, embedder="minilm", label_vectors=L, tfidf=tfidf)
-    return head, None
+    kw = dict(scores=None if train["scores"] is None else train["scores"][rows_], similarity=sim, embedder="minilm",
+              label_vectors=L, tfidf=tfidf)
+    if tune is None:
+        return fit_head_choosing(cands, blocks, y, K, **kw), None
+    return fit_head_tuned({c: parse_features(c) for c in cands}, blocks, y, K, texts, label_txt, mode=tune, **kw), None
 
 
 def frozen_head_scores(head, ev, L):
@@ -168,30 +175,6 @@ def frozen_head_scores(head, ev, L):
     if head.tfidf is not None:
         feats["tfidf"] = head.tfidf.encode(ev["texts"])
     return head.log_proba(ev["scores"] if head.uses_scores else None, feats, sim)
-
-
-def tuned_head_of(train, rows_, L, K, label_txt, mode="auto"):
-    """``fit(..., tune_embedder=mode)``'s head on a draw: the auto candidates, each reading the embedder tuned per fold."""
-    from judge.adaptation import auto_candidates, fit_head_tuned
-    from judge.adaptation.fit import parse_features
-    from judge.encoders import TfidfEncoder
-    from judge.fusion import label_similarity
-
-    y = train["y"][rows_]
-    cands = auto_candidates(len(rows_), K, "exact", embedder=True)
-    if any("scores" in c for c in cands) and train["scores"] is None:
-        return None, "not run: no cached zero-shot scores of the training rows (pool4)"
-    texts = [train["texts"][i] for i in rows_]
-    blocks = {"hidden": train["states"][rows_], "embed": train["minilm"][rows_]}
-    tfidf = None
-    if any("tfidf" in c for c in cands):
-        tfidf = TfidfEncoder(analyzer="word").fit(texts)
-        blocks["tfidf"] = tfidf.encode(texts)
-    sim = label_similarity(lambda t: train["minilm"][rows_], [None] * len(rows_), L)
-    head = fit_head_tuned({c: parse_features(c) for c in cands}, blocks, y, K, texts, label_txt, mode=mode,
-                          scores=None if train["scores"] is None else train["scores"][rows_], similarity=sim,
-                          embedder="minilm", label_vectors=L, tfidf=tfidf)
-    return head, None
 
 
 def head_scores(head, ev, L):
@@ -214,7 +197,7 @@ def _fit_predict(method, src, d, ev, val, L, K, *, calibrate, fixed_set, label_t
     rep = {}
     if method.startswith("head"):
         if method == "head (tune_embedder='auto')":
-            head, why = tuned_head_of(src, d, L, K, label_txt)
+            head, why = head_of(src, d, L, K, tune="auto", label_txt=label_txt)
         else:
             head, why = head_of(src, d, L, K, fixed_set)
         if head is None:

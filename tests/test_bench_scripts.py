@@ -316,7 +316,7 @@ def test_fit_curve_tuned_head_reads_the_test_texts_through_its_tuned_embedder():
          "scores": np.full((42, 3), -1.1)}
     ev = {k: v[30:] for k, v in d.items()}
     L = np.asarray(enc(["card", "rate", "refund"]), float)
-    head, why = fit_curve.tuned_head_of(d, np.arange(30), L, 3, ["card", "rate", "refund"], mode=True)
+    head, why = fit_curve.head_of(d, np.arange(30), L, 3, tune=True, label_txt=["card", "rate", "refund"])
     assert why is None and head.report["tuned"]
     s = fit_curve.head_scores(head, ev, L)
     assert s.shape == (12, 3) and np.allclose(np.exp(s).sum(1), 1)
