@@ -149,7 +149,7 @@ def head_of(train, rows_, L, K, features=None, *, tune=None, label_txt=()):
     from judge.fusion import label_similarity
 
     y = train["y"][rows_]
-    cands = [features] if features else auto_candidates(len(rows_), K, "exact", embedder=True)
+    cands = [features] if features else auto_candidates(len(rows_), K, "exact", embedder=True, tuned=tune is not None)
     if any("scores" in c for c in cands) and train["scores"] is None:
         return None, "not run: no cached zero-shot scores of the training rows (pool4)"
     texts = [train["texts"][i] for i in rows_]
@@ -202,7 +202,8 @@ def _fit_predict(method, src, d, ev, val, L, K, *, calibrate, fixed_set, label_t
             head, why = head_of(src, d, L, K, fixed_set)
         if head is None:
             return why
-        rep = {"features": head.report["features"], "tuned": bool(head.report.get("tuned"))}
+        rep = {"features": head.report["features"], "tuned": bool(head.report.get("tuned")),
+               "cv_nll": (head.report.get("features_cv") or {}).get("nll")}
         fit_s = time.perf_counter() - t0
         if calibrate:  # calibrate() on validation500, the post-fit default (its cost counted as fitting)
             cal = fit_resolved(tuple(range(K)), head_scores(head, val, L), val["y"],
@@ -272,7 +273,7 @@ def point(dkey, n, ev, val, src, L, K, *, calibrate, fixed=(), methods=("default
         per_text = None if preds[0] is None else float(np.median(preds)) / len(ev["y"])
         out[method] = metrics(ev["y"], probas, float(np.mean(fits)), per_text)
         out[method]["n_train"] = int(len(sets[0]))
-        for key in ("features", "tuned", "tuning_steps", "num_iterations"):
+        for key in ("features", "tuned", "cv_nll", "tuning_steps", "num_iterations"):
             if key in reps[0]:
                 out[method][key] = [r[key] for r in reps]
         m = out[method]

@@ -97,3 +97,21 @@ def test_fit_refuses_bad_tuning_options_before_any_work():
     with pytest.raises(ValueError, match="max_seconds must be None or a number of seconds > 0"):
         clf.fit(TEXTS, [LABELS[i] for i in Y], tune_embedder=True, max_seconds=0)
     assert clf.adaptation_ is None
+
+
+def test_auto_features_add_the_tuned_embedding_alone_only_where_the_embedder_is_tuned():
+    pytest.importorskip("sentence_transformers")
+    from judge.adaptation import auto_candidates
+
+    model, tok = tiny_pair()
+    names = [LABELS[i] for i in Y]
+    few = auto_candidates(len(TEXTS), 2, "exact")
+    assert "embed" not in few and auto_candidates(len(TEXTS), 2, "exact", tuned=True) == few + ["embed"]
+    frozen = Classifier(LABELS, model, tokenizer=tok, method="exact", embedder="minilm", progress=False)
+    frozen.fit(TEXTS, names, cv=2)
+    assert set(frozen.adaptation_.report["features_cv"]["nll"]) == set(few)
+    tuned = Classifier(LABELS, model, tokenizer=tok, method="exact", embedder="minilm", progress=False)
+    tuned.fit(TEXTS, names, cv=2, tune_embedder="auto")
+    nll = tuned.adaptation_.report["features_cv"]["nll"]
+    assert set(nll) == {n for c in few + ["embed"] for n in (c, c + " (tuned)")}, sorted(nll)
+    assert tuned.adaptation_.report["features_cv"]["chosen"] == min(nll, key=lambda k: round(nll[k], 10))
