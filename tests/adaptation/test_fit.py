@@ -588,3 +588,14 @@ def test_choose_l2_with_features_per_fold_reads_each_folds_own_and_equals_the_pl
     noise = rng.normal(size=(24, 4))
     mixed = choose_l2(None, y, 3, folds=folds, per_fold=lambda f: (seen.append(f) or (X if f else noise), None, None))
     assert seen == [0, 1, 2, 3] and mixed["nll"] != plain["nll"]
+
+
+def test_given_scores_keep_the_offset_among_the_auto_candidates_past_the_few_shot_regime(pair):
+    """Scores handed to fit are an offset at any size; scored by the path, only up to 8 texts per class."""
+    texts = TEXTS * 3  # 27 texts over 3 labels: past AUTO_OFFSET_PER_CLASS * K = 24
+    y = Y * 3
+    given = np.log(np.full((len(texts), 3), 1 / 3))
+    with_scores = clf_of(pair, progress=False).fit(texts, y, scores=given, cv=2, embedder=False)
+    assert set(with_scores.adaptation_.report["features_cv"]["nll"]) == {"hidden+tfidf+scores", "hidden+scores"}
+    without = clf_of(pair, progress=False).fit(texts, y, cv=2, embedder=False)
+    assert set(without.adaptation_.report["features_cv"]["nll"]) == {"hidden+tfidf", "hidden"}
