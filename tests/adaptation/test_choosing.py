@@ -107,6 +107,8 @@ def test_auto_features_add_the_tuned_embedding_alone_only_where_the_embedder_is_
     names = [LABELS[i] for i in Y]
     few = auto_candidates(len(TEXTS), 2, "exact")
     assert "embed" not in few and auto_candidates(len(TEXTS), 2, "exact", tuned=True) == few + ["embed"]
+    # below 4 per class the CV cannot judge a set without offsets: a held-out class is missing from its fold
+    assert auto_candidates(7, 2, "exact", tuned=True) == auto_candidates(7, 2, "exact")
     frozen = Classifier(LABELS, model, tokenizer=tok, method="exact", embedder="minilm", progress=False)
     frozen.fit(TEXTS, names, cv=2)
     assert set(frozen.adaptation_.report["features_cv"]["nll"]) == set(few)
