@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["METHODS", "OPTIONS", "AUTO_OFFSET_PER_CLASS", "TUNED_EMBED_PER_CLASS", "fit_adaptation", "check_fit_args", "check_fit_prompt",
-           "per_class_indices", "resolve_features", "auto_candidates", "parse_features", "head_embedder",
+__all__ = ["METHODS", "OPTIONS", "AUTO_OFFSET_PER_CLASS", "TUNED_EMBED_PER_CLASS", "fit_adaptation",
+           "check_fit_args", "check_fit_prompt", "per_class_indices", "resolve_features", "auto_candidates", "parse_features", "head_embedder",
            "fit_head_choosing"]
 
 METHODS = ("head", "lora", "demos")
@@ -70,9 +70,10 @@ AUTO_OFFSET_PER_CLASS = 8
 #: texts per class on average. Chosen on validation500 (bench/results/fit_curve_select_embed_*.json):
 #: at 4 per class the tuned CV chose it on CLINC150 (+1.6 points over the frozen default) and on
 #: MASSIVE (-0.2: 66.0% against 66.2%, one text in 500), not on Banking77 or TREC (unchanged); at 1
-#: per class on TREC it won the CV on 3 of 5 draws at the NLL of
-#: a uniform guess (log K: a held-out text's class is missing from its fold's training texts, which
-#: only the offsets can answer) and cost 7.6 points (42.2% -> 34.6%).
+#: per class on TREC it won the CV on 3 of 5 draws at the NLL of a uniform guess (log K: a held-out
+#: text's class is missing from its fold's training texts, which only the offsets can answer) and
+#: cost 7.6 points (42.2% -> 34.6%). The frozen CV never chose it at 4 per class on Banking77 or
+#: CLINC150, so it is not a frozen candidate (one more set to fit for nothing).
 TUNED_EMBED_PER_CLASS = 4
 _EVERY_LABEL_SCORED = ("exact", "first_token")  # the paths whose zero-shot scores can be the offset
 
@@ -286,10 +287,7 @@ def auto_candidates(n, k, path, scores_given=False, embedder=True, tuned=False) 
 
     ``tuned=True`` (``fit(..., tune_embedder=...)``): from :data:`TUNED_EMBED_PER_CLASS` texts per
     class the few-shot list also has ``embed`` alone, the tuned embedding under the head with no
-    offset (SetFit's shape). On CLINC150's validation split at 4 per class the tuned head's CV chose
-    it and reached 87.0% against 85.4% for the frozen default; on Banking77's and TREC's the CV kept
-    the offsets (bench/results/fit_curve_select_embed_*.json). With the frozen embedder the CV never
-    chose it there, so it is not a frozen candidate (one more set to fit for nothing).
+    offset (SetFit's shape); the constant's comment has the validation figures it was chosen on.
 
     Examples
     --------
@@ -309,8 +307,11 @@ def auto_candidates(n, k, path, scores_given=False, embedder=True, tuned=False) 
     if not embedder:
         return [f"hidden+tfidf{scores}", f"hidden{scores}"]
     if few:
-        return [f"hidden+embed+tfidf{scores}+similarity", f"hidden+embed{scores}+similarity",
-                f"embed+tfidf{scores}+similarity"] + ["embed"] * bool(tuned and n >= TUNED_EMBED_PER_CLASS * k)
+        sets = [f"hidden+embed+tfidf{scores}+similarity", f"hidden+embed{scores}+similarity",
+                f"embed+tfidf{scores}+similarity"]
+        if tuned and n >= TUNED_EMBED_PER_CLASS * k:
+            sets.append("embed")
+        return sets
     return [f"hidden+embed+tfidf{scores}", f"hidden+embed{scores}", f"embed+tfidf{scores}", f"embed{scores}"]
 
 
